@@ -1,0 +1,1 @@
+"""Schema profiles (YAML) and the loader that validates and composes them."""

@@ -1,0 +1,21 @@
+"""Domain errors of the vault side. Each message says what the person or the caller should do next."""
+
+
+class VaultError(Exception):
+    """Base class for everything the vault side refuses or cannot do."""
+
+
+class MalformedNote(VaultError):
+    """A note whose frontmatter cannot be parsed; it is reported and left alone."""
+
+
+class UnreadableNote(VaultError):
+    """A note that cannot be read as UTF-8 text (binary, bad encoding, permission, too large)."""
+
+
+class PathOutsideVault(VaultError):
+    """A path that is absolute, climbs out with `..`, or follows a symlink out of the vault."""
+
+
+class ConcurrentEdit(VaultError):
+    """The file changed between our read and our write, and re-basing did not converge."""

@@ -1,0 +1,73 @@
+"""Frozen values that travel between the vault side and the graph side.
+
+These are the words of the contract in DESIGN.md sections 2-3: a note read from disk becomes a `ParsedNote`,
+its body becomes `Chunk`s, its frontmatter relations and wikilinks become `Link`s. The store (in `server`)
+consumes them through `vault_sync.protocol.GraphPort`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WIKILINK_REL = "LINKS_TO"
+
+
+@dataclass(frozen=True)
+class Link:
+    """An outgoing edge as the note states it.
+
+    `target` is the link target with brackets, alias (`|...`), heading (`#...`) and block (`#^...`) removed,
+    e.g. `[[Projects/Engrama#Plan|the plan]]` -> `Projects/Engrama`. Resolution to a node happens in the store.
+    """
+
+    rel_type: str
+    target: str
+    origin: str  # "frontmatter" | "wikilink" | "tool"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One passage of a note body, as indexed for full text and vectors."""
+
+    ordinal: int
+    heading: str  # the heading path the passage sits under ("" before the first heading)
+    text: str  # passage text, without the note-level context line
+
+
+@dataclass(frozen=True)
+class ParsedNote:
+    """Everything the graph needs from one note file."""
+
+    path: str  # vault-relative, POSIX separators, e.g. "Projects/Engrama.md"
+    engrama_id: str | None  # None when the note has no engrama_id line yet
+    label: str  # validated node label ("Note" when unknown)
+    name: str
+    aliases: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    properties: dict[str, Any] = field(default_factory=dict)  # JSON-able; includes an unknown `type` if any
+    links: tuple[Link, ...] = ()
+    body: str = ""
+    has_frontmatter: bool = False
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What the sync remembers about one file on disk."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    checksum: str  # sha256 hex of the bytes
+    node_id: str | None
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A node as the vault side needs to see it."""
+
+    id: str
+    label: str
+    name: str
+    path: str | None
+    status: str  # "active" | "archived" | "stub"

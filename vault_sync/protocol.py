@@ -1,0 +1,40 @@
+"""The small protocol through which `vault_sync` talks to the graph.
+
+The graph store in `server.store` satisfies it; `vault_sync` never imports `server`.
+Every method is one unit of work (one transaction on the store side).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from vault_sync.model import Chunk, FileState, NodeRef, ParsedNote
+
+
+class GraphPort(Protocol):
+    async def file_states(self) -> dict[str, FileState]:
+        """Every file the graph knows, keyed by vault-relative path."""
+        ...
+
+    async def file_state(self, path: str) -> FileState | None: ...
+
+    async def node_by_id(self, node_id: str) -> NodeRef | None: ...
+
+    async def apply_note(self, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState) -> bool:
+        """Upsert the node of a note and replace its edges, chunks and file state. True when the node is new.
+
+        The node keeps its id across renames (`state.path` may differ from the stored one); links are
+        resolved to nodes by file name, path, name or alias (case-insensitive), unresolved ones become stubs.
+        """
+        ...
+
+    async def archive_path(self, path: str) -> str | None:
+        """The note at `path` is gone: archive its node, close its outgoing edges, forget the file.
+
+        Returns the archived node id (None when the path was unknown)."""
+        ...
+
+    async def record_file_state(self, state: FileState) -> None:
+        """Remember the bytes now on disk (after one of our own writes)."""
+        ...
