@@ -1,0 +1,48 @@
+"""The `engrama-vault` command. Each sub-command lives in `server/commands/` and registers itself here.
+
+stdout carries results (and, for `serve`, the MCP protocol); logs and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from server import __version__
+from server.commands import COMMANDS
+from server.commands.common import CommandError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="engrama-vault",
+        description="Long-term memory for AI assistants, kept in your Obsidian vault.",
+    )
+    parser.add_argument("--version", action="version", version=f"engrama-vault {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, str(getattr(args, "log_level", None) or "WARNING").upper(), logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args) or 0)
+    except CommandError as exc:
+        print(f"engrama-vault {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""`engrama-vault sync`: reconcile the whole vault with the graph once (what the watcher does continuously)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+from server.commands.common import add_common_options, settings_from
+from server.runtime import open_runtime
+from vault_sync.report import SyncReport
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "sync",
+        help="reconcile every note of the vault with the graph",
+        description="Reconcile every note of the vault with the graph: new notes get an engrama_id line, changed "
+        "notes update their node, deleted notes are archived. Exits 1 when some notes could not be synced.",
+    )
+    add_common_options(parser)
+    parser.add_argument("--folder", metavar="FOLDER", help="only this vault-relative folder")
+    parser.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    parser.add_argument("--json", action="store_true", help="print the sync report as JSON on stdout")
+    parser.set_defaults(handler=run)
+
+
+class _Bar:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.enabled and total:
+            filled = int(30 * done / total)
+            sys.stderr.write(f"\rsyncing [{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args, watch=False)
+    bar = _Bar()
+
+    async def go() -> SyncReport:
+        async with open_runtime(settings) as rt:
+            return await rt.require_sync().sync_vault(args.folder, dry_run=args.dry_run, progress=bar)
+
+    started = time.perf_counter()
+    report = asyncio.run(go())
+    bar.close()
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(_summary(report, time.perf_counter() - started, args.dry_run))
+    return 1 if report.errors else 0
+
+
+def _summary(report: SyncReport, seconds: float, dry_run: bool) -> str:
+    head = "dry run: would sync" if dry_run else "synced"
+    lines = [
+        f"{head} {report.scanned} notes in {seconds:.1f}s: {report.created} created, {report.updated} updated, "
+        f"{report.unchanged} unchanged, {report.archived} archived, {report.moved} moved, "
+        f"{len(report.ids_injected)} ids {'to insert' if dry_run else 'inserted'}, {len(report.errors)} failed"
+    ]
+    lines.extend(f"  failed: {e.path}: {e.error}" for e in report.errors)
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""The running product for one vault: settings, profile, graph store and vault sync, opened and closed together.
+
+Both the MCP server's lifespan and the CLI commands build one of these; tool handlers and commands call
+services through it, never SQL or file I/O directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profiles.loader import Profile, load_profile
+from server.settings import Settings
+from server.store import GraphStore
+from vault_sync.reconcile import NoteRules, VaultSync
+
+log = logging.getLogger(__name__)
+
+
+class NoVaultConfigured(RuntimeError):
+    """A command that needs a vault was run without one."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no vault configured: pass --vault PATH or set ENGRAMA_VAULT to your Obsidian vault folder"
+        )
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    profile: Profile
+    store: GraphStore
+    sync: VaultSync | None  # None when no vault is configured
+    state: dict[str, object] = field(
+        default_factory=dict
+    )  # live facts for status (watching, last reconcile...)
+
+    @property
+    def vault(self) -> Path:
+        if self.settings.vault is None:
+            raise NoVaultConfigured()
+        return self.settings.vault
+
+    def require_sync(self) -> VaultSync:
+        if self.sync is None:
+            raise NoVaultConfigured()
+        return self.sync
+
+
+def note_rules(profile: Profile) -> NoteRules:
+    return NoteRules(folder_labels=profile.folder_labels(), canonical_label=profile.canonical_label)
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings, *, writable: bool = True) -> AsyncIterator[Runtime]:
+    """Open the store and the vault sync for `settings`; everything is closed on exit."""
+    profile = load_profile(settings.profile, settings.modules)
+    store = await GraphStore.open(settings.db_path)
+    try:
+        sync = None
+        if settings.vault is not None:
+            sync = VaultSync(settings.vault, store, note_rules(profile), writable=writable)
+        yield Runtime(settings=settings, profile=profile, store=store, sync=sync)
+    finally:
+        await store.close()

@@ -1,0 +1,122 @@
+"""One SQLite file opened through `sqlean` (so sqlite-vec can load), driven from asyncio by aiosqlite.
+
+The standard `sqlite3` module of many Python builds cannot load extensions (FACTS.md), so the connection is
+made by `sqlean` and handed to aiosqlite as its connector. Units of work are plain synchronous functions that
+receive the raw connection and run on aiosqlite's worker thread in one hop (`Database.run`): a transaction
+is then never interleaved with statements of another coroutine sharing the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+import sqlean
+
+from server.store.migrations import apply_migrations
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Connection = sqlean.Connection
+BUSY_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class VectorSupport:
+    """Whether sqlite-vec loaded, and if not, why (reported by status; search degrades to full text)."""
+
+    ok: bool
+    version: str | None = None
+    reason: str | None = None
+
+
+def _load_vec(conn: sqlean.Connection, extension: str | None) -> VectorSupport:
+    try:
+        import sqlite_vec
+
+        conn.enable_load_extension(True)
+        try:
+            conn.load_extension(extension or sqlite_vec.loadable_path())
+        finally:
+            conn.enable_load_extension(False)
+        (version,) = conn.execute("select vec_version()").fetchone()
+        return VectorSupport(ok=True, version=version)
+    except Exception as exc:  # any failure here only costs vector search; say why and carry on
+        return VectorSupport(ok=False, reason=f"sqlite-vec could not be loaded: {exc}")
+
+
+def connect_sync(
+    path: Path, *, load_vec: bool = True, vec_extension: str | None = None
+) -> tuple[sqlean.Connection, VectorSupport]:
+    """Open the database file with our pragmas, sqlite-vec if possible, and all migrations applied.
+
+    `vec_extension` overrides the sqlite-vec library path (tests use a missing one to see the fallback)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlean.connect(
+        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.row_factory = sqlean.Row
+    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("pragma journal_mode = wal")
+    conn.execute("pragma synchronous = normal")
+    conn.execute("pragma foreign_keys = on")
+    vec = (
+        _load_vec(conn, vec_extension) if load_vec else VectorSupport(ok=False, reason="sqlite-vec disabled")
+    )
+    apply_migrations(conn)
+    return conn, vec
+
+
+class Database:
+    """The async handle on one database file. Open with `await Database.open(path)`."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, vec: VectorSupport) -> None:
+        self.path = path
+        self._conn = conn
+        self.vec = vec
+
+    @classmethod
+    async def open(cls, path: Path, *, load_vec: bool = True, vec_extension: str | None = None) -> Database:
+        holder: dict[str, VectorSupport] = {}
+
+        def connector() -> sqlean.Connection:
+            conn, vec = connect_sync(path, load_vec=load_vec, vec_extension=vec_extension)
+            holder["vec"] = vec
+            return conn
+
+        conn = aiosqlite.Connection(connector, iter_chunk_size=64)
+        await conn
+        vec = holder["vec"]
+        if not vec.ok:
+            log.warning("vector search unavailable: %s", vec.reason)
+        return cls(path, conn, vec)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` on the database thread as one unit (aiosqlite's own executor hop)."""
+        # `_execute` is aiosqlite's one entry point for running a callable on its thread; it has been stable
+        # across releases, and the version range in pyproject pins it.
+        return await self._conn._execute(fn, self._conn._conn, *args)  # type: ignore[attr-defined]
+
+    async def transaction(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(conn, *args)` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+        return await self.run(in_transaction, fn, *args)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+
+def in_transaction(conn: sqlean.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """Synchronous transaction helper, also used directly by code already on the database thread."""
+    conn.execute("begin immediate")
+    try:
+        result = fn(conn, *args)
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
+    return result

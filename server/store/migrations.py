@@ -1,0 +1,153 @@
+"""Numbered schema migrations, applied in order on open; each runs once (recorded in `schema_migrations`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlean
+
+M001_CREATE_GRAPH = """
+        create table meta (key text primary key, value text not null);
+
+        create table nodes (
+            id text primary key,                -- the note's engrama_id
+            label text not null,
+            name text not null,
+            properties text not null default '{}',   -- JSON object
+            path text,                          -- vault-relative; null for stubs and tool-only nodes
+            checksum text,
+            status text not null default 'active' check (status in ('active', 'archived', 'stub')),
+            confidence real not null default 1.0,
+            valid_from text,
+            valid_to text,
+            decayed_at text,
+            created_at text not null,
+            updated_at text not null
+        );
+        create unique index nodes_path on nodes(path) where path is not null;
+        create index nodes_name on nodes(name collate nocase, label);
+        create index nodes_status on nodes(status);
+
+        -- Every name a wikilink may use to reach a node: its path, file stem, name and aliases (casefolded).
+        create table node_keys (
+            key text not null,
+            node_id text not null references nodes(id) on delete cascade,
+            kind text not null check (kind in ('path', 'stem', 'name', 'alias')),
+            primary key (key, node_id, kind)
+        ) without rowid;
+        create index node_keys_node on node_keys(node_id);
+
+        create table edges (
+            id integer primary key,
+            source text not null references nodes(id) on delete cascade,
+            type text not null,
+            target text not null references nodes(id) on delete cascade,
+            origin text not null check (origin in ('frontmatter', 'wikilink', 'tool')),
+            confidence real not null default 1.0,
+            valid_from text not null,
+            valid_to text,                      -- null while the edge holds; closed, never deleted, when it leaves
+            created_at text not null
+        );
+        create unique index edges_open on edges(source, type, target, origin) where valid_to is null;
+        create index edges_source on edges(source);
+        create index edges_target on edges(target);
+
+        create table chunks (
+            id integer primary key,
+            node_id text not null references nodes(id) on delete cascade,
+            ordinal integer not null,
+            title text not null,                -- the note's title/date context, repeated on every passage
+            heading text not null default '',
+            text text not null,
+            embedded_model text,                -- which model's vector is stored; null = waiting for one
+            unique (node_id, ordinal)
+        );
+        create index chunks_unembedded on chunks(id) where embedded_model is null;
+
+        create virtual table chunks_fts using fts5(
+            title, heading, text,
+            content = 'chunks', content_rowid = 'id',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        create trigger chunks_ai after insert on chunks begin
+            insert into chunks_fts(rowid, title, heading, text) values (new.id, new.title, new.heading, new.text);
+        end;
+        create trigger chunks_ad after delete on chunks begin
+            insert into chunks_fts(chunks_fts, rowid, title, heading, text)
+                values ('delete', old.id, old.title, old.heading, old.text);
+        end;
+        create trigger chunks_au after update of title, heading, text on chunks begin
+            insert into chunks_fts(chunks_fts, rowid, title, heading, text)
+                values ('delete', old.id, old.title, old.heading, old.text);
+            insert into chunks_fts(rowid, title, heading, text) values (new.id, new.title, new.heading, new.text);
+        end;
+
+        -- Per-file sync state: what the bytes on disk looked like when we last read or wrote them.
+        create table files (
+            path text primary key,
+            size integer not null,
+            mtime_ns integer not null,
+            checksum text not null,
+            node_id text
+        );
+
+        create table insights (
+            key text primary key,               -- pattern + sorted entity ids: the stable identity
+            id text not null unique,
+            pattern text not null,
+            title text not null,
+            body text not null,
+            confidence real not null,
+            entities text not null,             -- JSON list of node ids
+            status text not null default 'pending' check (status in ('pending', 'approved', 'dismissed')),
+            created_at text not null,
+            updated_at text not null,
+            decided_at text,
+            written_paths text not null default '[]'
+        );
+        create index insights_status on insights(status);
+"""
+
+# (number, name, script). Append only; never edit a migration that has shipped.
+MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "m001_create_graph", M001_CREATE_GRAPH),)
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a script into complete statements (trigger bodies keep their inner semicolons)."""
+    statements, buffer = [], ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlean.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        raise ValueError(f"incomplete statement at the end of a migration: {buffer.strip()[:60]}")
+    return statements
+
+
+def apply_migrations(conn: Any) -> int:
+    """Apply the migrations not yet recorded; returns how many ran. A second call is a no-op.
+
+    Statements run one by one inside BEGIN IMMEDIATE (executescript() would commit early), and the list of
+    applied migrations is re-read under that lock, so two processes opening a new file at once are safe.
+    """
+    conn.execute(
+        "create table if not exists schema_migrations (number integer primary key, name text, applied_at text)"
+    )
+    ran = 0
+    for number, name, script in MIGRATIONS:
+        conn.execute("begin immediate")
+        try:
+            if conn.execute("select 1 from schema_migrations where number = ?", (number,)).fetchone() is None:
+                for statement in split_statements(script):
+                    conn.execute(statement)
+                conn.execute(
+                    "insert into schema_migrations values (?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                    (number, name),
+                )
+                ran += 1
+        except BaseException:
+            conn.execute("rollback")
+            raise
+        conn.execute("commit")
+    return ran

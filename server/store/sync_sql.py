@@ -1,0 +1,222 @@
+"""The store's side of `vault_sync.protocol.GraphPort`: synchronous units of work on the raw connection.
+
+Each public function here runs inside one transaction on the database thread (see `GraphStore`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from vault_sync.model import Chunk, FileState, Link, NodeRef, ParsedNote
+
+STUB_LABEL = "Note"
+
+
+def row_to_ref(row: Any) -> NodeRef:
+    return NodeRef(id=row["id"], label=row["label"], name=row["name"], path=row["path"], status=row["status"])
+
+
+def file_states(conn: Any) -> dict[str, FileState]:
+    rows = conn.execute("select path, size, mtime_ns, checksum, node_id from files").fetchall()
+    return {
+        r["path"]: FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"]) for r in rows
+    }
+
+
+def file_state(conn: Any, path: str) -> FileState | None:
+    r = conn.execute(
+        "select path, size, mtime_ns, checksum, node_id from files where path = ?", (path,)
+    ).fetchone()
+    return None if r is None else FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"])
+
+
+def record_file_state(conn: Any, state: FileState) -> None:
+    conn.execute(
+        "insert into files (path, size, mtime_ns, checksum, node_id) values (?, ?, ?, ?, ?) "
+        "on conflict(path) do update set size = excluded.size, mtime_ns = excluded.mtime_ns, "
+        "checksum = excluded.checksum, node_id = excluded.node_id",
+        (state.path, state.size, state.mtime_ns, state.checksum, state.node_id),
+    )
+
+
+def node_by_id(conn: Any, node_id: str) -> NodeRef | None:
+    row = conn.execute("select id, label, name, path, status from nodes where id = ?", (node_id,)).fetchone()
+    return None if row is None else row_to_ref(row)
+
+
+def link_keys(path: str | None, name: str, aliases: Sequence[str]) -> list[tuple[str, str]]:
+    """The (key, kind) pairs a wikilink may use to reach a node, casefolded like Obsidian's matching."""
+    keys: list[tuple[str, str]] = []
+    if path:
+        without_ext = path[:-3] if path.lower().endswith(".md") else path
+        keys.append((without_ext.casefold(), "path"))
+        keys.append((without_ext.rsplit("/", 1)[-1].casefold(), "stem"))
+    keys.append((name.casefold(), "name"))
+    keys.extend((alias.casefold(), "alias") for alias in aliases if alias.strip())
+    return list(dict.fromkeys(keys))
+
+
+def replace_keys(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
+    conn.execute("delete from node_keys where node_id = ?", (node_id,))
+    conn.executemany(
+        "insert or ignore into node_keys (key, node_id, kind) values (?, ?, ?)",
+        [(key, node_id, kind) for key, kind in keys],
+    )
+
+
+# Which node a link target means: a path match beats a file-name match beats a name or alias; live notes
+# beat stubs; archived nodes are reached only when nothing else matches (so links to them are not lost).
+_RESOLVE_SQL = """
+select k.node_id from node_keys k join nodes n on n.id = k.node_id
+where k.key = ? and n.id != ?
+order by case n.status when 'active' then 0 when 'stub' then 1 else 2 end,
+         case k.kind when 'path' then 0 when 'stem' then 1 when 'name' then 2 else 3 end,
+         n.created_at
+limit 1
+"""
+
+
+def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
+    """The node id a link target names; creates a stub node when nothing matches yet."""
+    key = target.strip()
+    if key.lower().endswith(".md"):
+        key = key[:-3]
+    folded = key.casefold()
+    row = conn.execute(_RESOLVE_SQL, (folded, source_id)).fetchone()
+    if row is None and "/" in folded:
+        # [[folder/Note]] may name a note by a partial path; fall back to its file name.
+        row = conn.execute(_RESOLVE_SQL, (folded.rsplit("/", 1)[-1], source_id)).fetchone()
+    if row is not None:
+        return row["node_id"]
+    stub_id = str(uuid.uuid4())
+    name = key.rsplit("/", 1)[-1] or key
+    conn.execute(
+        "insert into nodes (id, label, name, status, created_at, updated_at, valid_from) "
+        "values (?, ?, ?, 'stub', ?, ?, ?)",
+        (stub_id, STUB_LABEL, name, now, now, now),
+    )
+    replace_keys(
+        conn, stub_id, [(folded, "name")] + ([(folded.rsplit("/", 1)[-1], "stem")] if "/" in folded else [])
+    )
+    return stub_id
+
+
+def absorb_stubs(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
+    """A note appeared under a name that stubs were standing in for: move their edges to it, drop them."""
+    folded = sorted({key for key, _ in keys})
+    marks = ",".join("?" * len(folded))
+    stubs = [
+        r["node_id"]
+        for r in conn.execute(
+            f"select distinct k.node_id from node_keys k join nodes n on n.id = k.node_id "
+            f"where n.status = 'stub' and k.key in ({marks})",
+            folded,
+        )
+    ]
+    for stub in stubs:
+        conn.execute("update or ignore edges set target = ? where target = ?", (node_id, stub))
+        conn.execute("delete from nodes where id = ?", (stub,))  # cascades to leftover duplicate edges
+
+
+def replace_note_edges(conn: Any, node_id: str, links: Sequence[Link], now: str) -> None:
+    """Make the open note-derived edges of `node_id` exactly those its note states; close the rest."""
+    wanted: set[tuple[str, str, str]] = set()
+    for link in links:
+        target = resolve_target(conn, link.target, node_id, now)
+        if target != node_id:
+            wanted.add((link.rel_type, target, link.origin))
+    current = {
+        (r["type"], r["target"], r["origin"]): r["id"]
+        for r in conn.execute(
+            "select id, type, target, origin from edges "
+            "where source = ? and valid_to is null and origin in ('frontmatter', 'wikilink')",
+            (node_id,),
+        )
+    }
+    gone = [(now, edge_id) for key, edge_id in current.items() if key not in wanted]
+    conn.executemany("update edges set valid_to = ? where id = ?", gone)
+    conn.executemany(
+        "insert into edges (source, type, target, origin, valid_from, created_at) values (?, ?, ?, ?, ?, ?)",
+        [(node_id, rel, target, origin, now, now) for rel, target, origin in wanted - current.keys()],
+    )
+
+
+def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk]) -> None:
+    """Store the note's passages; unchanged passages keep their row (and so their embedding)."""
+    existing = {
+        r["ordinal"]: (r["id"], r["title"], r["heading"], r["text"])
+        for r in conn.execute(
+            "select id, ordinal, title, heading, text from chunks where node_id = ?", (node_id,)
+        )
+    }
+    keep: set[int] = set()
+    for chunk in chunks:
+        old = existing.get(chunk.ordinal)
+        if old is not None and old[1:] == (title, chunk.heading, chunk.text):
+            keep.add(chunk.ordinal)
+    conn.executemany(
+        "delete from chunks where id = ?",
+        [(row[0],) for ordinal, row in existing.items() if ordinal not in keep],
+    )
+    conn.executemany(
+        "insert into chunks (node_id, ordinal, title, heading, text) values (?, ?, ?, ?, ?)",
+        [(node_id, c.ordinal, title, c.heading, c.text) for c in chunks if c.ordinal not in keep],
+    )
+
+
+def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
+    conn.execute("update edges set valid_to = ? where source = ? and valid_to is null", (now, node_id))
+
+
+def apply_note(
+    conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
+) -> bool:
+    """Upsert the node of one note with its keys, edges, passages and file state. True when newly created."""
+    existing = conn.execute("select status, path from nodes where id = ?", (node_id,)).fetchone()
+    # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
+    for row in conn.execute(
+        "select id from nodes where path = ? and id != ?", (note.path, node_id)
+    ).fetchall():
+        conn.execute(
+            "update nodes set path = null, status = 'archived', updated_at = ? where id = ?", (now, row["id"])
+        )
+        close_outgoing_edges(conn, row["id"], now)
+    properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
+    conn.execute(
+        """
+        insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at, valid_from)
+        values (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)
+        on conflict(id) do update set label = excluded.label, name = excluded.name,
+            properties = excluded.properties, path = excluded.path, checksum = excluded.checksum,
+            status = 'active', updated_at = excluded.updated_at
+        """,
+        (node_id, note.label, note.name, properties, note.path, state.checksum, now, now, now),
+    )
+    if existing is not None and existing["path"] and existing["path"] != note.path:
+        conn.execute("delete from files where path = ?", (existing["path"],))  # the note moved
+    keys = link_keys(note.path, note.name, note.aliases)
+    replace_keys(conn, node_id, keys)
+    absorb_stubs(conn, node_id, keys)
+    replace_note_edges(conn, node_id, note.links, now)
+    replace_chunks(conn, node_id, note.name, chunks)
+    record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
+    return existing is None or existing["status"] == "stub"
+
+
+def archive_path(conn: Any, path: str, now: str) -> str | None:
+    """The file at `path` is gone. Archive its node unless the node has already moved to another path."""
+    state = file_state(conn, path)
+    conn.execute("delete from files where path = ?", (path,))
+    row = conn.execute("select id, path from nodes where path = ?", (path,)).fetchone()
+    node_id = row["id"] if row is not None else (state.node_id if state else None)
+    if node_id is None:
+        return None
+    current = conn.execute("select path, status from nodes where id = ?", (node_id,)).fetchone()
+    if current is None or (current["path"] is not None and current["path"] != path):
+        return None
+    conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, node_id))
+    close_outgoing_edges(conn, node_id, now)
+    return node_id

@@ -1,0 +1,59 @@
+"""The shape of a reconcile: what happened to one note, and to a whole vault."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# What happened to one note file.
+CREATED, UPDATED, UNCHANGED, ARCHIVED, IGNORED, FAILED = (
+    "created",
+    "updated",
+    "unchanged",
+    "archived",
+    "ignored",
+    "failed",
+)
+
+
+@dataclass(frozen=True)
+class NoteOutcome:
+    path: str
+    action: str  # one of the constants above
+    id: str | None = None
+    inject_id: bool = False  # an engrama_id line was (or, in a dry run, would be) inserted
+    moved_from: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SyncError:
+    path: str
+    error: str
+
+
+@dataclass
+class SyncReport:
+    """Counts of a vault reconcile (a builder: filled in while the sync runs, then handed out)."""
+
+    scanned: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    archived: int = 0
+    moved: int = 0
+    ids_injected: list[str] = field(default_factory=list)
+    errors: list[SyncError] = field(default_factory=list)
+
+    def add(self, outcome: NoteOutcome) -> None:
+        if outcome.action == FAILED:
+            self.errors.append(SyncError(outcome.path, outcome.error or "unknown error"))
+        elif outcome.action in (CREATED, UPDATED, UNCHANGED, ARCHIVED):
+            setattr(self, outcome.action, getattr(self, outcome.action) + 1)
+        if outcome.inject_id:
+            self.ids_injected.append(outcome.path)
+        if outcome.moved_from:
+            self.moved += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
