@@ -1,0 +1,128 @@
+"""The graph store on real SQLite files: merge, passages with FTS, migrations, archive, degraded vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlean
+
+from server.store import GraphStore
+from server.store.database import connect_sync
+from server.store.migrations import MIGRATIONS, apply_migrations
+from vault_sync.model import Chunk, FileState, Link, ParsedNote
+
+
+def note(path: str, name: str, *, links: tuple[Link, ...] = (), aliases: tuple[str, ...] = (), label="Project"):
+    return ParsedNote(path=path, engrama_id=None, label=label, name=name, aliases=aliases, links=links, body="")
+
+
+def state(path: str, checksum: str = "c1") -> FileState:
+    return FileState(path=path, size=10, mtime_ns=1, checksum=checksum, node_id=None)
+
+
+def fts_hits(conn, word: str) -> list[int]:
+    return [r[0] for r in conn.execute("select rowid from chunks_fts where chunks_fts match ?", (f'"{word}"',))]
+
+
+async def test_apply_note_twice_is_idempotent(store: GraphStore) -> None:
+    n = note("Projects/Engrama.md", "Engrama", links=(Link("USES", "SQLite", "frontmatter"),))
+    chunks = [Chunk(0, "", "memory for assistants")]
+    assert await store.apply_note(n, "id-1", chunks, state(n.path)) is True
+    assert await store.apply_note(n, "id-1", chunks, state(n.path)) is False
+
+    def tally(conn):
+        return (
+            conn.execute("select count(*) from nodes").fetchone()[0],
+            conn.execute("select count(*) from edges").fetchone()[0],
+            conn.execute("select count(*) from chunks").fetchone()[0],
+        )
+
+    assert await store.read(tally) == (2, 1, 1)  # the note + a stub for SQLite; one edge; one passage
+
+
+async def test_merge_entity_by_label_and_name_never_duplicates(store: GraphStore) -> None:
+    first, created = await store.merge_entity("Technology", "SQLite", {"kind": "database"})
+    again, created_again = await store.merge_entity("Technology", "sqlite", {"version": "3.50"})
+    assert created and not created_again and first == again
+    node = await store.get_node(first)
+    assert node is not None and node.properties == {"kind": "database", "version": "3.50"}
+    assert node.created_at and node.updated_at
+
+
+async def test_merge_entity_promotes_a_stub_of_that_name(store: GraphStore) -> None:
+    n = note("Projects/Engrama.md", "Engrama", links=(Link("USES", "watchdog", "frontmatter"),))
+    await store.apply_note(n, "id-1", [], state(n.path))
+    [stub] = await store.find_nodes("watchdog")
+    assert stub.status == "stub"
+    merged, created = await store.merge_entity("Technology", "watchdog", {})
+    assert merged == stub.id and created
+    promoted = await store.get_node(stub.id)
+    assert promoted is not None and (promoted.status, promoted.label) == ("active", "Technology")
+
+
+async def test_fts_rows_follow_chunk_insert_update_delete(store: GraphStore) -> None:
+    n = note("Notes/a.md", "A")
+    await store.apply_note(n, "a", [Chunk(0, "", "alpha words"), Chunk(1, "", "beta words")], state(n.path, "1"))
+    assert len(await store.read(fts_hits, "alpha")) == 1
+    await store.apply_note(n, "a", [Chunk(0, "", "gamma words")], state(n.path, "2"))
+    assert await store.read(fts_hits, "alpha") == []
+    assert await store.read(fts_hits, "beta") == []
+    assert len(await store.read(fts_hits, "gamma")) == 1
+    assert len(await store.read(fts_hits, "words")) == 1
+
+
+async def test_unchanged_passages_keep_their_rows(store: GraphStore) -> None:
+    n = note("Notes/a.md", "A")
+    await store.apply_note(n, "a", [Chunk(0, "", "same"), Chunk(1, "", "old")], state(n.path, "1"))
+    ids_before = await store.read(lambda c: dict(c.execute("select ordinal, id from chunks").fetchall()))
+    await store.apply_note(n, "a", [Chunk(0, "", "same"), Chunk(1, "", "new")], state(n.path, "2"))
+    ids_after = await store.read(lambda c: dict(c.execute("select ordinal, id from chunks").fetchall()))
+    assert ids_after[0] == ids_before[0] and ids_after[1] != ids_before[1]
+
+
+def test_migrations_run_from_empty_and_are_noops_the_second_time(tmp_path: Path) -> None:
+    conn, _ = connect_sync(tmp_path / "m.db")
+    assert apply_migrations(conn) == 0  # connect_sync already applied them all
+    applied = [r[0] for r in conn.execute("select number from schema_migrations order by number")]
+    assert applied == [number for number, _, _ in MIGRATIONS]
+    conn.close()
+    fresh = sqlean.connect(str(tmp_path / "fresh.db"), isolation_level=None)
+    assert apply_migrations(fresh) == len(MIGRATIONS)
+    assert apply_migrations(fresh) == 0
+
+
+async def test_archived_nodes_are_hidden_from_lookups_and_neighbours(store: GraphStore) -> None:
+    a = note("Projects/A.md", "A", links=(Link("LINKS_TO", "B", "wikilink"),))
+    b = note("Projects/B.md", "B")
+    await store.apply_note(b, "b", [], state(b.path))
+    await store.apply_note(a, "a", [], state(a.path))
+    assert [n.node.name for n in await store.neighbours("b")] == ["A"]
+    assert await store.archive_path("Projects/A.md") == "a"
+    assert await store.find_nodes("A") == []
+    assert [n.name for n in await store.find_nodes("A", include_archived=True)] == ["A"]
+    assert await store.neighbours("b") == []
+    edge_closed = await store.read(lambda c: c.execute("select valid_to from edges").fetchone()[0])
+    assert edge_closed is not None  # closed, not deleted
+
+
+async def test_links_resolve_by_alias_and_stubs_are_absorbed(store: GraphStore) -> None:
+    a = note("Projects/A.md", "A", links=(Link("LINKS_TO", "Memory Server", "wikilink"),))
+    await store.apply_note(a, "a", [], state(a.path))
+    [stub] = await store.find_nodes("memory server")
+    assert stub.status == "stub"
+    m = note("Projects/engrama-vault.md", "engrama-vault", aliases=("Memory Server",))
+    await store.apply_note(m, "m", [], state(m.path))
+    assert await store.get_node(stub.id) is None
+    assert [(n.node.id, n.direction) for n in await store.neighbours("m")] == [("a", "in")]
+
+
+async def test_a_store_without_sqlite_vec_degrades_to_full_text(db_path: Path) -> None:
+    store = await GraphStore.open(db_path, vec_extension=str(db_path.parent / "no-such-vec0"))
+    try:
+        assert store.db.vec.ok is False
+        assert "sqlite-vec could not be loaded" in (store.db.vec.reason or "")
+        n = note("Notes/a.md", "A")
+        await store.apply_note(n, "a", [Chunk(0, "", "still searchable")], state(n.path))
+        assert len(await store.read(fts_hits, "searchable")) == 1
+    finally:
+        await store.close()
