@@ -105,10 +105,8 @@ class VaultSync:
                 for read in reads:
                     report.add(await self._settle(read, known.get(read.path), dry_run))
                 await _report(progress, min(start + BATCH, total), total)
-            prefix = _folder_prefix(folder)
-            errored = {e.path for e in report.errors}
-            for path in sorted(set(known) - present - errored):
-                if path.startswith(prefix):
+            for path in sorted(set(known) - present):
+                if scan.covers(path):  # not under an unreadable folder, nor outside the scanned one
                     outcome = await self._archive(path, dry_run)
                     if outcome.action == ARCHIVED:
                         report.add(outcome)
@@ -231,10 +229,6 @@ class VaultSync:
 
 def _same_stat(known: FileState | None, size: int, mtime_ns: int) -> bool:
     return known is not None and known.size == size and known.mtime_ns == mtime_ns
-
-
-def _folder_prefix(folder: str | None) -> str:
-    return "" if not folder else folder.strip("/") + "/"
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,234 @@
+"""The safe writer: compare-and-swap edits, atomic creation, trash moves, and no stray temp files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from vault_sync.checksum import sha256_hex
+from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, VaultError
+from vault_sync.paths import is_engrama_temp
+from vault_sync.writer import (
+    MAX_NOTE_BYTES,
+    NoteExists,
+    create_note,
+    edit_note,
+    move_to_trash,
+    read_note,
+)
+
+NOTE = b"---\r\nname: Engrama\r\n---\r\nBody with [[SQLite]].\r\n"
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "vault"
+    (root / "Projects").mkdir(parents=True)
+    (root / "Projects" / "Engrama.md").write_bytes(NOTE)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.md").write_bytes(b"secret")
+    return root
+
+
+def temp_files(root: Path) -> list[str]:
+    return [name for _, _, names in os.walk(root) for name in names if is_engrama_temp(name)]
+
+
+def append(text: bytes):
+    return lambda data: data + text
+
+
+def test_read_note_pairs_bytes_with_their_state(vault: Path) -> None:
+    data, state = read_note(vault, "Projects/Engrama.md")
+    st = (vault / "Projects" / "Engrama.md").stat()
+    assert data == NOTE
+    assert (state.path, state.size, state.mtime_ns) == ("Projects/Engrama.md", st.st_size, st.st_mtime_ns)
+    assert state.checksum == sha256_hex(NOTE)
+
+
+def test_read_note_refuses_oversized_files(vault: Path) -> None:
+    with open(vault / "Huge.md", "wb") as huge:
+        huge.truncate(MAX_NOTE_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(UnreadableNote, match="MiB"):
+        read_note(vault, "Huge.md")
+
+
+def test_read_note_refuses_a_fifo_without_hanging(vault: Path) -> None:
+    os.mkfifo(vault / "Pipe.md")
+    with pytest.raises(UnreadableNote, match="not a regular file"):
+        read_note(vault, "Pipe.md")
+
+
+def test_read_note_refuses_a_symlink_out_of_the_vault(vault: Path) -> None:
+    (vault / "Secret.md").symlink_to(vault.parent / "outside" / "secret.md")
+    with pytest.raises(PathOutsideVault):
+        read_note(vault, "Secret.md")
+
+
+def test_read_note_of_a_missing_note_raises_file_not_found(vault: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_note(vault, "Nope.md")
+
+
+def test_edit_writes_new_bytes_and_returns_their_state(vault: Path) -> None:
+    result = edit_note(vault, "Projects/Engrama.md", append(b"More.\r\n"))
+    note = vault / "Projects" / "Engrama.md"
+    assert note.read_bytes() == NOTE + b"More.\r\n"
+    assert result.changed and result.path == "Projects/Engrama.md"
+    assert result.before_checksum == sha256_hex(NOTE)
+    assert result.state.checksum == sha256_hex(note.read_bytes())
+    assert (result.state.size, result.state.mtime_ns) == (note.stat().st_size, note.stat().st_mtime_ns)
+    assert temp_files(vault) == []
+
+
+def test_unchanged_edit_writes_nothing(vault: Path) -> None:
+    note = vault / "Projects" / "Engrama.md"
+    os.utime(note, ns=(1_000_000_000, 1_000_000_000))
+    before = note.stat()
+    result = edit_note(vault, "Projects/Engrama.md", lambda data: data)
+    assert not result.changed
+    assert note.stat().st_mtime_ns == before.st_mtime_ns and note.stat().st_ino == before.st_ino
+    assert result.state.checksum == sha256_hex(NOTE)
+
+
+def test_edit_keeps_permission_bits(vault: Path) -> None:
+    note = vault / "Projects" / "Engrama.md"
+    note.chmod(0o640)
+    edit_note(vault, "Projects/Engrama.md", append(b"x"))
+    assert stat.S_IMODE(note.stat().st_mode) == 0o640
+
+
+def test_edit_rebases_on_a_change_made_between_read_and_replace(vault: Path) -> None:
+    note = vault / "Projects" / "Engrama.md"
+    calls: list[bytes] = []
+
+    def edit(data: bytes) -> bytes:
+        calls.append(data)
+        if len(calls) == 1:  # the person saves in Obsidian while our edit is in flight
+            note.write_bytes(data + b"Typed by the person.\r\n")
+        return data + b"Added by engrama.\r\n"
+
+    result = edit_note(vault, "Projects/Engrama.md", edit)
+    assert len(calls) == 2
+    assert note.read_bytes() == NOTE + b"Typed by the person.\r\nAdded by engrama.\r\n"
+    assert result.before_checksum == sha256_hex(NOTE + b"Typed by the person.\r\n")
+    assert temp_files(vault) == []
+
+
+def test_edit_gives_up_with_concurrent_edit_when_interference_persists(vault: Path) -> None:
+    note = vault / "Projects" / "Engrama.md"
+
+    def edit(data: bytes) -> bytes:
+        note.write_bytes(data + b"again\n")
+        return data + b"ours\n"
+
+    with pytest.raises(ConcurrentEdit, match="kept changing"):
+        edit_note(vault, "Projects/Engrama.md", edit, attempts=3)
+    assert note.read_bytes() == NOTE + b"again\n" * 3
+    assert temp_files(vault) == []
+
+
+def test_edit_based_on_a_stale_checksum_applies_to_current_bytes(vault: Path) -> None:
+    note = vault / "Projects" / "Engrama.md"
+    note.write_bytes(NOTE + b"newer\n")
+    result = edit_note(vault, "Projects/Engrama.md", append(b"ours\n"), expected_checksum=sha256_hex(NOTE))
+    assert note.read_bytes() == NOTE + b"newer\nours\n"
+    assert result.before_checksum == sha256_hex(NOTE + b"newer\n")
+
+
+def test_failing_edit_leaves_note_and_folder_untouched(vault: Path) -> None:
+    def edit(data: bytes) -> bytes:
+        raise VaultError("malformed")
+
+    with pytest.raises(VaultError, match="malformed"):
+        edit_note(vault, "Projects/Engrama.md", edit)
+    assert (vault / "Projects" / "Engrama.md").read_bytes() == NOTE
+    assert temp_files(vault) == []
+
+
+def test_edit_refuses_a_symlink_out_of_the_vault(vault: Path) -> None:
+    (vault / "Secret.md").symlink_to(vault.parent / "outside" / "secret.md")
+    with pytest.raises(PathOutsideVault):
+        edit_note(vault, "Secret.md", append(b"pwned"))
+    assert (vault.parent / "outside" / "secret.md").read_bytes() == b"secret"
+
+
+def test_edit_through_a_symlink_inside_the_vault_writes_the_target(vault: Path) -> None:
+    link = vault / "Shortcut.md"
+    link.symlink_to(Path("Projects") / "Engrama.md")
+    result = edit_note(vault, "Shortcut.md", append(b"x"))
+    assert link.is_symlink()
+    assert result.path == "Projects/Engrama.md" == result.state.path
+    assert (vault / "Projects" / "Engrama.md").read_bytes() == NOTE + b"x"
+
+
+def test_edit_refuses_files_that_are_not_notes(vault: Path) -> None:
+    (vault / ".obsidian").mkdir()
+    (vault / ".obsidian" / "app.md").write_bytes(b"{}")
+    with pytest.raises(VaultError, match="not a note path"):
+        edit_note(vault, ".obsidian/app.md", append(b"x"))
+
+
+def test_create_note_makes_folders_and_returns_state(vault: Path) -> None:
+    result = create_note(vault, "People/Ada/Ada Lovelace.md", b"# Ada\n")
+    path = vault / "People" / "Ada" / "Ada Lovelace.md"
+    assert path.read_bytes() == b"# Ada\n"
+    assert result.changed and result.before_checksum is None
+    assert (result.state.path, result.state.checksum) == (
+        "People/Ada/Ada Lovelace.md",
+        sha256_hex(b"# Ada\n"),
+    )
+    assert result.state.mtime_ns == path.stat().st_mtime_ns
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    assert temp_files(vault) == []
+
+
+def test_create_note_refuses_to_overwrite(vault: Path) -> None:
+    with pytest.raises(NoteExists, match="never overwrites"):
+        create_note(vault, "Projects/Engrama.md", b"clobbered")
+    assert (vault / "Projects" / "Engrama.md").read_bytes() == NOTE
+    assert temp_files(vault) == []
+
+
+def test_create_note_refuses_even_a_dangling_symlink(vault: Path) -> None:
+    (vault / "Ghost.md").symlink_to(vault / "Nowhere.md")
+    with pytest.raises(NoteExists):
+        create_note(vault, "Ghost.md", b"x")
+    assert not (vault / "Nowhere.md").exists()
+
+
+def test_create_note_refuses_non_notes_and_escapes(vault: Path) -> None:
+    with pytest.raises(VaultError, match="not a note path"):
+        create_note(vault, ".obsidian/plugins.md", b"x")
+    with pytest.raises(PathOutsideVault):
+        create_note(vault, "../outside/new.md", b"x")
+
+
+def test_move_to_trash_moves_and_adds_suffix_on_collision(vault: Path) -> None:
+    for n in range(3):
+        (vault / "Projects" / "Engrama.md").write_bytes(b"version %d" % n)
+        assert (
+            move_to_trash(vault, "Projects/Engrama.md")
+            == [
+                ".trash/Engrama.md",
+                ".trash/Engrama 1.md",
+                ".trash/Engrama 2.md",
+            ][n]
+        )
+    assert not (vault / "Projects" / "Engrama.md").exists()
+    assert (vault / ".trash" / "Engrama 1.md").read_bytes() == b"version 1"
+
+
+def test_move_to_trash_refuses_what_is_already_there(vault: Path) -> None:
+    trashed = move_to_trash(vault, "Projects/Engrama.md")
+    with pytest.raises(VaultError, match="already in the trash"):
+        move_to_trash(vault, trashed)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

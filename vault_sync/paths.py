@@ -1,0 +1,140 @@
+"""Vault path rules: which paths a tool may name, and which files in the vault are notes.
+
+Two jobs, kept apart on purpose:
+
+- `resolve_in_vault` guards the edge where a path arrives from outside (an MCP tool argument). It refuses
+  anything that would let a tool read or write outside the vault: absolute paths, `..` climbing out, and
+  symlinks (of the file or of any parent folder) whose real path lies outside the vault's real path.
+- `classify` decides what a vault-relative path *is* for the sync: a note, a note in Obsidian's trash (which
+  counts as deleted), or something to ignore (dot-folders, non-Markdown files, editor temp and swap files,
+  and our own temp files).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from vault_sync.errors import PathOutsideVault
+
+FileKind = Literal["note", "trash", "ignored"]
+
+TRASH_FOLDER = ".trash"  # Obsidian's "move to Obsidian trash" target, at the vault root
+TEMP_PREFIX = ".engrama-tmp-"  # our temp files: hidden, so Obsidian and the watcher both skip them
+
+_HINT = "give a path relative to the vault, e.g. Projects/Engrama.md"
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")  # C:\x, C:/x and the drive-relative C:x
+_VIM_SWAP = re.compile(r"\.sw[a-px]$", re.IGNORECASE)  # vim counts down .swp, .swo, ... .swa; .swx probes
+
+
+def resolve_in_vault(root: Path, rel: str) -> Path:
+    """The absolute path that vault-relative `rel` names inside the vault at `root`; the file need not exist.
+
+    Refuses with `PathOutsideVault`: absolute paths (POSIX `/x`, Windows `C:\\x`, `\\\\server\\share`), a `~`
+    home path, `..` that climbs above the vault, NUL bytes, and any path whose real path — after following
+    every symlink, parent folders included — lies outside the vault's real path.
+
+    Backslashes count as separators (clients on Windows send them; Obsidian forbids them in names). `..` is
+    resolved lexically, as Obsidian's vault paths are. The result sits under `root` as given, with symlinks not
+    expanded, so `to_rel` maps it back to the same vault path.
+    """
+    parts = _relative_parts(rel)
+    root_abs = Path(os.path.abspath(root))
+    candidate = root_abs.joinpath(*parts)
+    if not is_inside(os.path.realpath(root_abs), os.path.realpath(candidate)):
+        raise PathOutsideVault(f"{rel!r} leads out of the vault through a symlink; {_HINT}")
+    return candidate
+
+
+def to_rel(root: Path, abs_path: Path | str) -> str:
+    """The vault-relative POSIX path of `abs_path` ("" for the vault root itself).
+
+    Accepts paths under `root` as given or under its real path (a vault reached through a symlink).
+    Raises `PathOutsideVault` for a path outside both.
+    """
+    path = os.path.abspath(abs_path)
+    for base in (os.path.abspath(root), os.path.realpath(root)):
+        if is_inside(base, path):
+            return path[len(base) :].lstrip(os.sep).replace(os.sep, "/")
+    raise PathOutsideVault(f"{abs_path} is not inside the vault at {root}")
+
+
+def is_inside(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """True when `path` is `root` or below it, comparing the strings as given (resolve symlinks first)."""
+    root_s, path_s = os.fspath(root), os.fspath(path)
+    # Compare whole components: /vault-old must not count as inside /vault.
+    return path_s == root_s or path_s.startswith(root_s.rstrip(os.sep) + os.sep)
+
+
+def classify(rel_path: str) -> FileKind:
+    """What the sync makes of a vault-relative POSIX path: "note", "trash" or "ignored".
+
+    A note is a `.md` file (any case) outside every dot-folder. A `.md` file under the root `.trash/` is
+    "trash": Obsidian moved it there, so the note counts as deleted. Everything else is "ignored": other
+    dot-folders (`.obsidian`, `.git`, `.engrama`), non-Markdown files, hidden files and editor scratch files.
+    """
+    *folders, name = rel_path.split("/")
+    if is_scratch_name(name) or not name.lower().endswith(".md"):
+        return "ignored"
+    if folders and folders[0] == TRASH_FOLDER:
+        return "trash"
+    if any(folder.startswith(".") for folder in folders):
+        return "ignored"
+    return "note"
+
+
+def is_scratch_name(name: str) -> bool:
+    """True for file names that editors, sync tools and engrama use for temporary files.
+
+    Hidden names (`.DS_Store`, emacs locks `.#x`, vim `.x.swp`, our `.engrama-tmp-*`), backups `x~`, vim's
+    `4913` write probe, emacs auto-saves `#x#`, Office owner files `~$x`, and `.tmp` / `.temp` / vim swap
+    suffixes. The watcher must ignore these, or every save in an editor would look like a new note.
+    """
+    lower = name.lower()
+    return (
+        name.startswith((".", "~$"))
+        or name.endswith("~")
+        or name == "4913"
+        or (len(name) > 1 and name.startswith("#") and name.endswith("#"))
+        or lower.endswith((".tmp", ".temp"))
+        or _VIM_SWAP.search(name) is not None
+    )
+
+
+def make_temp_name() -> str:
+    """A fresh, unguessable temp file name that `classify` ignores and `is_engrama_temp` recognises."""
+    return f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
+
+
+def is_engrama_temp(name: str) -> bool:
+    """True for temp file names made by `make_temp_name` (e.g. left behind by a crash, safe to remove)."""
+    return name.startswith(TEMP_PREFIX) and name.endswith(".tmp")
+
+
+def _relative_parts(rel: str) -> list[str]:
+    """The components of a tool-given path after lexical clean-up; refuses the forms that cannot be relative."""
+    if "\x00" in rel:
+        raise PathOutsideVault(f"{rel!r} contains a NUL byte; {_HINT}")
+    try:
+        os.fsencode(rel)
+    except UnicodeEncodeError:
+        raise PathOutsideVault(f"{rel!r} cannot be a file name on this system; {_HINT}") from None
+    text = rel.replace("\\", "/")
+    if text.startswith("/") or _WINDOWS_DRIVE.match(text):
+        raise PathOutsideVault(f"{rel!r} is an absolute path; {_HINT}")
+    if text == "~" or text.startswith("~/"):
+        raise PathOutsideVault(f"{rel!r} is a home-folder path; {_HINT}")
+    parts: list[str] = []
+    for part in text.split("/"):
+        if part in ("", "."):
+            continue
+        if part != "..":
+            parts.append(part)
+        elif parts:
+            parts.pop()
+        else:
+            raise PathOutsideVault(f"{rel!r} climbs out of the vault with '..'; {_HINT}")
+    return parts

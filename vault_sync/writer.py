@@ -1,0 +1,389 @@
+"""The safe writer: every change engrama makes to a file in the vault goes through here (DESIGN section 4).
+
+- Reads pair the bytes with size and mtime taken from the same open file, before and after reading, so a
+  `FileState` always describes exactly the bytes returned.
+- Edits are compare-and-swap. The edit is a pure `bytes -> bytes` function; its result goes to a unique temp
+  file in the note's folder (hidden, so Obsidian and the watcher skip it), is fsynced, and replaces the note
+  with `os.replace` only if the note still holds the bytes the edit was based on. Otherwise the edit runs
+  again on the new bytes: re-running a pure edit *is* the re-base.
+- New notes appear atomically through `os.link` from the temp file, which fails rather than clobber a file
+  that appeared meanwhile. Nothing is ever deleted: `move_to_trash` moves a note into Obsidian's `.trash/`.
+
+Symlinks: a note path that is a symlink to a file inside the vault is edited *through* the link — the real
+file is replaced and the link stays a link (replacing the link path would silently turn the person's link into
+a detached copy). `WriteResult.path` and `state.path` then name the real file, because that is where the
+watcher sees the change. Links whose real path lies outside the vault are refused (`PathOutsideVault`).
+
+Known limits: `os.replace` gives the note a new inode, so other hard links to it keep the old bytes, and
+extended attributes / ACLs are not carried over (permission bits are; the owner too, where we may set it).
+The re-read that guards the swap and the swap itself are two system calls; an edit landing in the
+microseconds between them is lost, a window no portable API closes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from vault_sync.checksum import sha256_hex
+from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, VaultError
+from vault_sync.model import FileState
+from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
+
+log = logging.getLogger(__name__)
+
+MAX_NOTE_BYTES = 32 * 1024 * 1024  # a note this large is an attachment or an accident; don't slurp it
+_READ_ATTEMPTS = 3
+_OPEN_READ = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+_OPEN_EXCL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# Filesystems without hard links (FAT, some network and cloud mounts) answer os.link with one of these.
+_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+
+
+class NoteExists(VaultError):
+    """`create_note` found a file (or symlink) already at the path; nothing was written."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one write did."""
+
+    path: str  # vault-relative path of the file written (a symlink's target when the note is a link)
+    before_checksum: str | None  # checksum of the bytes the edit was based on; None for a new note
+    state: FileState  # the bytes now on disk; record it so the watcher recognises our own write
+    changed: bool  # False when the edit returned the bytes unchanged and nothing was written
+
+
+def read_note(root: Path, rel: str) -> tuple[bytes, FileState]:
+    """The bytes of the note at vault path `rel` and the `FileState` describing exactly those bytes.
+
+    `state.path` is `rel` normalised. A symlink is followed only to a file inside the vault. Raises
+    `FileNotFoundError` when there is no such file, `PathOutsideVault` for paths leaving the vault,
+    `UnreadableNote` for non-files, permission problems and files over `MAX_NOTE_BYTES`.
+    """
+    path = resolve_in_vault(root, rel)
+    data, st = _read_stable(Path(os.path.realpath(path)), to_rel(root, path))
+    return data, _file_state(to_rel(root, path), data, st)
+
+
+def edit_note(
+    root: Path,
+    rel: str,
+    edit: Callable[[bytes], bytes],
+    *,
+    expected_checksum: str | None = None,
+    attempts: int = 3,
+) -> WriteResult:
+    """Apply the pure function `edit` to the note at `rel`, compare-and-swap, re-basing on concurrent changes.
+
+    `expected_checksum` is the checksum the caller last saw; when the note has changed since, the edit simply
+    runs on the current bytes. An edit returning its input writes nothing (`changed=False`). Raises
+    `ConcurrentEdit` when the note keeps changing for `attempts` rounds or vanishes mid-edit,
+    `FileNotFoundError` when it does not exist, and the errors of `read_note`.
+    """
+    real_rel, real = _edit_target(root, rel)
+    for _ in range(max(attempts, 1)):
+        data, st = _read_stable(real, real_rel)
+        base = sha256_hex(data)
+        if expected_checksum is not None and base != expected_checksum:
+            log.info("%s changed since it was last read; editing the bytes now on disk", real_rel)
+            expected_checksum = None
+        new = edit(data)
+        if new == data:
+            return WriteResult(real_rel, base, _file_state(real_rel, data, st), changed=False)
+        state = _swap_in(real, real_rel, new, base, st)
+        if state is not None:
+            return WriteResult(real_rel, base, state, changed=True)
+        log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
+    raise ConcurrentEdit(
+        f"{real_rel} kept changing while engrama tried to edit it ({attempts} attempts); nothing was written. "
+        "Try again once the note is no longer being edited or synced."
+    )
+
+
+def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
+    """Create the note at vault path `rel` holding `data`, with any missing parent folders.
+
+    The note appears whole or not at all, and never replaces anything: when a file or symlink is already
+    there (even one created a moment ago) it raises `NoteExists`. Only `.md` paths outside dot-folders are
+    accepted (`VaultError` otherwise).
+    """
+    path = resolve_in_vault(root, rel)
+    rel_norm = to_rel(root, path)
+    _require_note_path(rel_norm)
+    _make_folders(root, path.parent)
+    tmp, st = _write_temp(path.parent, data, new_mode=None)
+    try:
+        _link_new(tmp, path, rel_norm, data)
+    finally:
+        _remove_quietly(tmp)
+    _fsync_folder(path.parent)
+    return WriteResult(rel_norm, None, _file_state(rel_norm, data, st), changed=True)
+
+
+def move_to_trash(root: Path, rel: str) -> str:
+    """Move the file at vault path `rel` into the vault's `.trash/` folder, as Obsidian does; return the new path.
+
+    On a name clash the file becomes `name 1.md`, `name 2.md`, ... . Nothing is unlinked before its new name
+    exists (hard link, then removal of the old name), and nothing already in the trash is overwritten.
+    A symlink is moved as the link itself. Raises `FileNotFoundError` when there is nothing at `rel`.
+    """
+    source = resolve_in_vault(root, rel)
+    src_rel = to_rel(root, source)
+    if src_rel.split("/")[0] == TRASH_FOLDER:
+        raise VaultError(f"{src_rel} is already in the trash; nothing was moved")
+    if stat.S_ISDIR(os.lstat(source).st_mode):
+        raise VaultError(f"{src_rel} is a folder; engrama moves only single notes to the trash")
+    trash = resolve_in_vault(root, TRASH_FOLDER)
+    _make_folders(root, trash)
+    target = _place_in_trash(source, trash)
+    _fsync_folder(trash)
+    _fsync_folder(source.parent)
+    return to_rel(root, target)
+
+
+def _edit_target(root: Path, rel: str) -> tuple[str, Path]:
+    """The vault path and real path of the file an edit of `rel` must write (a symlink's in-vault target)."""
+    path = resolve_in_vault(root, rel)
+    real = Path(os.path.realpath(path))
+    real_rel = to_rel(root, real)
+    _require_note_path(to_rel(root, path))
+    _require_note_path(real_rel)
+    return real_rel, real
+
+
+def _require_note_path(rel: str) -> None:
+    if classify(rel) != "note":
+        raise VaultError(
+            f"{rel!r} is not a note path: engrama writes only .md notes outside dot-folders "
+            "(.obsidian, .trash, ...); give a path like Projects/Engrama.md"
+        )
+
+
+def _file_state(rel: str, data: bytes, st: os.stat_result) -> FileState:
+    return FileState(
+        path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns, checksum=sha256_hex(data), node_id=None
+    )
+
+
+def _read_stable(real: Path, rel: str) -> tuple[bytes, os.stat_result]:
+    """Read a file whose size and mtime are the same before and after the read (retrying a few times)."""
+    for _ in range(_READ_ATTEMPTS):
+        fd = _open_for_read(real, rel)
+        try:
+            before = os.fstat(fd)
+            _check_readable(before, rel)
+            with os.fdopen(fd, "rb", closefd=False) as stream:
+                data = stream.read(MAX_NOTE_BYTES + 1)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        _check_readable(after, rel)
+        # An editor saving in place while we read shows up as a changed size or mtime: read again.
+        unchanged = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+        if unchanged and len(data) == after.st_size:
+            return data, after
+    raise ConcurrentEdit(f"{rel} kept changing while engrama read it; try again when the editor has saved it")
+
+
+def _open_for_read(real: Path, rel: str) -> int:
+    # O_NOFOLLOW: the real path was checked to be in the vault; a symlink swapped in since is refused.
+    # O_NONBLOCK: opening a FIFO named x.md must not hang the server; fstat then refuses it.
+    try:
+        return os.open(real, _OPEN_READ)
+    except FileNotFoundError:
+        raise
+    except PermissionError:
+        raise UnreadableNote(f"{rel}: permission denied; make the file readable and it will sync") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnreadableNote(f"{rel} is a symlink loop; point the link at a real note") from None
+        raise UnreadableNote(f"{rel} cannot be opened: {exc.strerror}") from None
+
+
+def _check_readable(st: os.stat_result, rel: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableNote(
+            f"{rel} is not a regular file (a folder, pipe or device); engrama reads only notes"
+        )
+    if st.st_size > MAX_NOTE_BYTES:
+        raise UnreadableNote(
+            f"{rel} is {st.st_size} bytes, over the {MAX_NOTE_BYTES // (1024 * 1024)} MiB limit for notes; "
+            "split it or move it out of the vault"
+        )
+
+
+def _swap_in(real: Path, rel: str, new: bytes, base: str, st: os.stat_result) -> FileState | None:
+    """Replace `real` by `new` if it still holds the bytes with checksum `base`; None when it changed."""
+    tmp, tmp_st = _write_temp(
+        real.parent, new, new_mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid)
+    )
+    try:
+        try:
+            current, _ = _read_stable(real, rel)
+        except FileNotFoundError:
+            raise ConcurrentEdit(
+                f"{rel} was moved or deleted while engrama edited it; nothing was written"
+            ) from None
+        if sha256_hex(current) != base:
+            return None
+        try:
+            os.replace(tmp, real)
+        except OSError as exc:
+            raise VaultError(
+                f"cannot replace {rel}: {exc.strerror}; check the folder's permissions"
+            ) from None
+    finally:
+        _remove_quietly(tmp)  # after a successful replace the name is gone and this does nothing
+    _fsync_folder(real.parent)
+    # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
+    return _file_state(rel, new, tmp_st)
+
+
+def _write_temp(
+    folder: Path, data: bytes, *, new_mode: int | None, owner: tuple[int, int] | None = None
+) -> tuple[Path, os.stat_result]:
+    """Write `data` to a fresh temp file in `folder`, fsynced; return its path and final fstat.
+
+    With `new_mode` the file starts private (0o600, so a private note is never briefly world-readable) and
+    then takes those bits; without it, it gets the default mode for new files (0o666 minus the umask).
+    """
+    fd, tmp = _create_temp(folder, 0o600 if new_mode is not None else 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if new_mode is not None and hasattr(os, "fchmod"):
+            os.fchmod(fd, new_mode)
+        if owner is not None:
+            _keep_owner(fd, owner)
+        os.fsync(fd)
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        _remove_quietly(tmp)
+        raise
+    os.close(fd)
+    return tmp, st
+
+
+def _create_temp(folder: Path, mode: int) -> tuple[int, Path]:
+    for _ in range(5):
+        tmp = folder / make_temp_name()
+        try:
+            return os.open(tmp, _OPEN_EXCL, mode), tmp
+        except FileExistsError:
+            continue  # 64 random bits collided; astronomically rare, just draw again
+        except OSError as exc:
+            raise VaultError(
+                f"cannot write in folder {folder}: {exc.strerror}; check its permissions"
+            ) from None
+    raise VaultError(f"cannot create a temp file in {folder}; remove stray .engrama-tmp-* files there")
+
+
+def _keep_owner(fd: int, owner: tuple[int, int]) -> None:
+    """Give the temp file the note's owner and group when we may (as root, or a group we belong to)."""
+    if not hasattr(os, "fchown") or owner == (os.geteuid(), os.getegid()):
+        return
+    for uid, gid in (owner, (-1, owner[1])):
+        try:
+            os.fchown(fd, uid, gid)
+            return
+        except PermissionError:
+            continue
+
+
+def _link_new(tmp: Path, path: Path, rel: str, data: bytes) -> None:
+    """Give the finished temp file its final name without ever replacing an existing one."""
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise NoteExists(_exists_message(rel)) from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise VaultError(f"cannot create {rel}: {exc.strerror}") from None
+    # No hard links here: O_EXCL still never clobbers, but a reader may briefly see a partial note.
+    try:
+        fd = os.open(path, _OPEN_EXCL, 0o666)
+    except FileExistsError:
+        raise NoteExists(_exists_message(rel)) from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _exists_message(rel: str) -> str:
+    return f"{rel} already exists; engrama never overwrites a note. Edit it instead, or choose another name"
+
+
+def _place_in_trash(source: Path, trash: Path) -> Path:
+    for name in _trash_names(source.name):
+        target = trash / name
+        try:
+            os.link(source, target, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise VaultError(f"cannot move {source.name} to the trash: {exc.strerror}") from None
+            if os.path.lexists(target):
+                continue
+            os.rename(source, target)  # no hard links: a check-then-rename is the best this filesystem allows
+            return target
+        os.unlink(source)  # the note now lives on under its trash name
+        return target
+    raise VaultError(f"the trash holds too many notes named like {source.name}; empty it in Obsidian")
+
+
+def _trash_names(name: str) -> Iterator[str]:
+    yield name
+    stem, suffix = os.path.splitext(name)
+    for n in range(1, 1000):
+        yield f"{stem} {n}{suffix}"
+
+
+def _make_folders(root: Path, folder: Path) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise VaultError(f"{to_rel(root, folder)} is a file where a folder is needed; rename it") from None
+    # A folder swapped for a symlink since resolve_in_vault checked it must not lead us out of the vault.
+    if not is_inside(os.path.realpath(root), os.path.realpath(folder)):
+        raise PathOutsideVault(f"{to_rel(root, folder)} leads out of the vault through a symlink")
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (POSIX); a crash right after must not bring back the old note."""
+    if os.name == "nt":
+        return  # Windows cannot open a folder for fsync; NTFS journals the rename itself
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some network filesystems refuse to fsync a folder; the rename itself has happened
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # never let clean-up hide the error that got us here
+        log.warning("could not remove temp file %s: %s", path, exc.strerror)
