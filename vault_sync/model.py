@@ -71,3 +71,13 @@ class NodeRef:
     name: str
     path: str | None
     status: str  # "active" | "archived" | "stub"
+
+
+@dataclass(frozen=True)
+class NoteUpdate:
+    """One note to apply to the graph: its parsed content, the node id it belongs to, passages, file state."""
+
+    note: ParsedNote
+    node_id: str
+    chunks: tuple[Chunk, ...]
+    state: FileState

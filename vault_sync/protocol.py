@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from vault_sync.model import Chunk, FileState, NodeRef, ParsedNote
+from vault_sync.model import Chunk, FileState, NodeRef, NoteUpdate, ParsedNote
 
 
 class GraphPort(Protocol):
@@ -27,6 +27,10 @@ class GraphPort(Protocol):
         The node keeps its id across renames (`state.path` may differ from the stored one); links are
         resolved to nodes by file name, path, name or alias (case-insensitive), unresolved ones become stubs.
         """
+        ...
+
+    async def apply_notes(self, updates: Sequence[NoteUpdate]) -> list[bool]:
+        """`apply_note` for many notes in one transaction (how a vault sync applies a batch)."""
         ...
 
     async def archive_path(self, path: str) -> str | None:

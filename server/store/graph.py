@@ -13,7 +13,7 @@ from server.store import nodes_sql, sync_sql
 from server.store.clock import utc_now
 from server.store.database import Database
 from server.store.nodes_sql import Neighbour, Node
-from vault_sync.model import Chunk, FileState, NodeRef, ParsedNote
+from vault_sync.model import Chunk, FileState, NodeRef, NoteUpdate, ParsedNote
 
 T = TypeVar("T")
 
@@ -59,6 +59,9 @@ class GraphStore:
     ) -> bool:
         return await self.write(sync_sql.apply_note, note, node_id, chunks, state, utc_now())
 
+    async def apply_notes(self, updates: Sequence[NoteUpdate]) -> list[bool]:
+        return await self.write(sync_sql.apply_notes, updates, utc_now())
+
     async def archive_path(self, path: str) -> str | None:
         return await self.write(sync_sql.archive_path, path, utc_now())
 
@@ -73,7 +76,7 @@ class GraphStore:
     async def find_nodes(
         self, name: str, label: str | None = None, *, include_archived: bool = False
     ) -> list[Node]:
-        return await self.read(nodes_sql.find_nodes, name, label, include_archived=include_archived)
+        return await self.read(nodes_sql.find_nodes, name, label, include_archived)
 
     async def neighbours(self, node_id: str, hops: int = 1) -> list[Neighbour]:
         return await self.read(nodes_sql.neighbours, node_id, hops)

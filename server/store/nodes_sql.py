@@ -57,9 +57,7 @@ def get_node(conn: Any, node_id: str) -> Node | None:
     return None if row is None else row_to_node(row)
 
 
-def find_nodes(
-    conn: Any, name: str, label: str | None = None, *, include_archived: bool = False
-) -> list[Node]:
+def find_nodes(conn: Any, name: str, label: str | None = None, include_archived: bool = False) -> list[Node]:
     """Nodes called `name` (case-insensitive; aliases count), best match first: live, exact name, label."""
     statuses = ("active", "stub", "archived") if include_archived else ("active", "stub")
     rows = conn.execute(

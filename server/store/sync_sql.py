@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from vault_sync.model import Chunk, FileState, Link, NodeRef, ParsedNote
+from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 
 STUB_LABEL = "Note"
 
@@ -167,14 +167,42 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
     )
 
 
+def max_chunk_id(conn: Any) -> int:
+    return conn.execute("select coalesce(max(id), 0) from chunks").fetchone()[0]
+
+
+def index_new_chunks(conn: Any, after_id: int) -> None:
+    """Add passages inserted since `after_id` to the FTS index in one set-based statement.
+
+    Chunk ids only grow (AUTOINCREMENT), so `id > after_id` is exactly this unit's new passages."""
+    conn.execute(
+        "insert into chunks_fts(rowid, title, heading, text) select id, title, heading, text from chunks where id > ?",
+        (after_id,),
+    )
+
+
 def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
     conn.execute("update edges set valid_to = ? where source = ? and valid_to is null", (now, node_id))
+
+
+def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool]:
+    """Apply many notes (in the caller's transaction); True for each node that is new."""
+    before = max_chunk_id(conn)
+    created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now) for u in updates]
+    index_new_chunks(conn, before)
+    return created
 
 
 def apply_note(
     conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
 ) -> bool:
     """Upsert the node of one note with its keys, edges, passages and file state. True when newly created."""
+    return apply_notes(conn, [NoteUpdate(note, node_id, tuple(chunks), state)], now)[0]
+
+
+def _apply_one(
+    conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
+) -> bool:
     existing = conn.execute("select status, path from nodes where id = ?", (node_id,)).fetchone()
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
     for row in conn.execute(

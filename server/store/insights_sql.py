@@ -1,0 +1,422 @@
+"""All SQL of reflect and insights: the graph snapshot reflect reads, and the `insights` table.
+
+Synchronous units of work on the raw connection, run through `GraphStore.read` / `GraphStore.write`.
+Insight notes (label `Insight`) are left out of the snapshot so that reflect never feeds on its own output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+INSIGHT_LABEL = "Insight"
+PENDING, APPROVED, DISMISSED = "pending", "approved", "dismissed"
+
+_INSIGHT_COLUMNS = (
+    "key, id, pattern, title, body, confidence, entities, status, created_at, updated_at, decided_at, "
+    "written_paths"
+)
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One live node as reflect sees it; `changed` is its last-change evidence (see `snapshot_nodes`)."""
+
+    id: str
+    label: str
+    name: str
+    path: str | None
+    status: str
+    confidence: float
+    state: str  # the `status` property (open, resolved, active ...), "" when none
+    changed: str | None  # `updated`/`modified` property, else None
+    mtime_ns: int | None  # of the note file, None for tool-only nodes and stubs
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class InsightRow:
+    key: str
+    id: str
+    pattern: str
+    title: str
+    body: str
+    confidence: float
+    entities: tuple[str, ...]
+    status: str
+    created_at: str
+    updated_at: str
+    decided_at: str | None
+    written_paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An insight reflect wants pending (identity already computed)."""
+
+    key: str
+    id: str
+    pattern: str
+    title: str
+    body: str
+    confidence: float
+    entities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    created: tuple[str, ...]  # keys of new pending insights
+    kept: tuple[str, ...]  # keys of pending insights found again (refreshed in place)
+    withdrawn: int  # pending insights whose pattern no longer holds, removed
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if 0.0 <= number <= 1.0 else None
+
+
+# --- the snapshot ----------------------------------------------------------------------------------------
+
+
+def snapshot_nodes(conn: Any) -> list[NodeRow]:
+    """Every live (active or stub) node except insight notes, with what reflect needs to judge it.
+
+    A numeric `confidence` property in the note beats the column (the vault is the truth).
+    """
+    rows = conn.execute(
+        """
+        select n.id, n.label, n.name, n.path, n.status, n.confidence, n.updated_at,
+               json_extract(n.properties, '$.status') as state,
+               json_extract(n.properties, '$.confidence') as stated_confidence,
+               coalesce(json_extract(n.properties, '$.updated'), json_extract(n.properties, '$.modified'))
+                   as changed,
+               f.mtime_ns
+        from nodes n left join files f on f.path = n.path
+        where n.status != 'archived' and n.label != ?
+        """,
+        (INSIGHT_LABEL,),
+    )
+    result = []
+    for r in rows:
+        stated = _number(r["stated_confidence"])
+        result.append(
+            NodeRow(
+                id=r["id"],
+                label=r["label"],
+                name=r["name"],
+                path=r["path"],
+                status=r["status"],
+                confidence=stated if stated is not None else float(r["confidence"]),
+                state=str(r["state"] or "").strip().lower(),
+                changed=str(r["changed"]) if r["changed"] is not None else None,
+                mtime_ns=r["mtime_ns"],
+                updated_at=r["updated_at"],
+            )
+        )
+    return result
+
+
+def snapshot_edges(conn: Any) -> list[tuple[str, str, str, str]]:
+    """(source, type, target, origin) of every open edge between live nodes that are not insight notes."""
+    return conn.execute(
+        """
+        select e.source, e.type, e.target, e.origin from edges e
+        join nodes s on s.id = e.source join nodes t on t.id = e.target
+        where e.valid_to is null and e.source != e.target
+          and s.status != 'archived' and t.status != 'archived' and s.label != ? and t.label != ?
+        """,
+        (INSIGHT_LABEL, INSIGHT_LABEL),
+    ).fetchall()
+
+
+def snapshot(conn: Any) -> tuple[list[NodeRow], list[tuple[str, str, str, str]]]:
+    """Nodes and edges in one read (one WAL snapshot, so they agree with each other)."""
+    conn.execute("begin")
+    try:
+        return snapshot_nodes(conn), [tuple(r) for r in snapshot_edges(conn)]
+    finally:
+        conn.execute("commit")
+
+
+# --- the insights table ----------------------------------------------------------------------------------
+
+
+def _row(r: Any) -> InsightRow:
+    return InsightRow(
+        key=r["key"],
+        id=r["id"],
+        pattern=r["pattern"],
+        title=r["title"],
+        body=r["body"],
+        confidence=float(r["confidence"]),
+        entities=tuple(json.loads(r["entities"] or "[]")),
+        status=r["status"],
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        decided_at=r["decided_at"],
+        written_paths=tuple(json.loads(r["written_paths"] or "[]")),
+    )
+
+
+def get_insight(conn: Any, insight_id: str) -> InsightRow | None:
+    r = conn.execute(f"select {_INSIGHT_COLUMNS} from insights where id = ?", (insight_id,)).fetchone()
+    return None if r is None else _row(r)
+
+
+def insights_by_keys(conn: Any, keys: Sequence[str]) -> list[InsightRow]:
+    rows = []
+    for start in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
+        chunk = list(keys[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        rows += conn.execute(
+            f"select {_INSIGHT_COLUMNS} from insights where key in ({marks})", chunk
+        ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def pending_insights(conn: Any) -> list[InsightRow]:
+    """Every pending insight, most confident first."""
+    rows = conn.execute(
+        f"select {_INSIGHT_COLUMNS} from insights where status = ? order by confidence desc, updated_at desc, key",
+        (PENDING,),
+    )
+    return [_row(r) for r in rows]
+
+
+def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[InsightRow]:
+    """Pending insights naming any of `node_ids`, most confident first."""
+    ids = list(dict.fromkeys(node_ids))[:500]
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        f"""
+        select {_INSIGHT_COLUMNS} from insights where status = ? and exists (
+            select 1 from json_each(insights.entities) e where e.value in ({marks}))
+        order by confidence desc, updated_at desc, key limit ?
+        """,
+        (PENDING, *ids, limit),
+    )
+    return [_row(r) for r in rows]
+
+
+def statuses(conn: Any) -> dict[str, str]:
+    """key -> status of every insight."""
+    return {r["key"]: r["status"] for r in conn.execute("select key, status from insights")}
+
+
+def save_proposals(
+    conn: Any, ran: Sequence[str], proposals: Sequence[Proposal], found: Iterable[str], now: str
+) -> SaveOutcome:
+    """Make `proposals` the pending insights of the patterns in `ran`.
+
+    New keys are inserted pending; pending ones proposed again get the new title, body, confidence and
+    entities; approved and dismissed ones are never touched. Pending insights of a pattern that ran and no
+    longer found them (`found` holds every key the patterns found, also those beyond the per-run cap) are
+    withdrawn: the person never decided on them, and their evidence is gone.
+    """
+    existing = {r["key"]: r for r in conn.execute(f"select {_INSIGHT_COLUMNS} from insights")}
+    created, kept = [], []
+    for p in proposals:
+        old = existing.get(p.key)
+        entities = json.dumps(list(p.entities))
+        if old is None:
+            conn.execute(
+                f"insert into insights ({_INSIGHT_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, null, '[]')",
+                (p.key, p.id, p.pattern, p.title, p.body, p.confidence, entities, PENDING, now, now),
+            )
+            created.append(p.key)
+        elif old["status"] == PENDING:
+            if (old["title"], old["body"], old["confidence"], old["entities"]) != (
+                p.title,
+                p.body,
+                p.confidence,
+                entities,
+            ):
+                conn.execute(
+                    "update insights set title = ?, body = ?, confidence = ?, entities = ?, updated_at = ? "
+                    "where key = ?",
+                    (p.title, p.body, p.confidence, entities, now, p.key),
+                )
+            kept.append(p.key)
+    wanted = set(found) | {p.key for p in proposals}
+    stale = [
+        (key,)
+        for key, r in existing.items()
+        if r["status"] == PENDING and r["pattern"] in ran and key not in wanted
+    ]
+    conn.executemany("delete from insights where key = ? and status = 'pending'", stale)
+    return SaveOutcome(tuple(created), tuple(kept), len(stale))
+
+
+def set_status(conn: Any, insight_id: str, status: str, now: str) -> None:
+    conn.execute(
+        "update insights set status = ?, decided_at = ?, updated_at = ? where id = ?",
+        (status, now if status != PENDING else None, now, insight_id),
+    )
+
+
+def record_written(conn: Any, insight_id: str, paths: Sequence[str]) -> None:
+    """Add `paths` to the notes known to carry the insight's section."""
+    row = conn.execute("select written_paths from insights where id = ?", (insight_id,)).fetchone()
+    if row is None:
+        return
+    merged = sorted(set(json.loads(row["written_paths"] or "[]")) | set(paths))
+    conn.execute("update insights set written_paths = ? where id = ?", (json.dumps(merged), insight_id))
+
+
+# --- decisions kept in the vault -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InsightNote:
+    """An insight's own note as the graph derived it: its frontmatter and the entities it is ABOUT."""
+
+    node_id: str
+    path: str | None
+    name: str
+    properties: dict[str, Any]
+    about: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VaultDecision:
+    """A decision read back from the vault (an approved insight's note, a line of the dismissed list)."""
+
+    key: str
+    id: str
+    pattern: str
+    status: str
+    title: str
+    body: str
+    confidence: float
+    entities: tuple[str, ...]
+    decided_at: str | None
+
+
+def insight_notes(conn: Any) -> list[InsightNote]:
+    """Every live note carrying an `insight_key` in its frontmatter, with its ABOUT targets."""
+    rows = conn.execute(
+        "select id, path, name, properties from nodes where label = ? and status = 'active' "
+        "and json_extract(properties, '$.insight_key') is not null order by path",
+        (INSIGHT_LABEL,),
+    ).fetchall()
+    notes = []
+    for r in rows:
+        about = conn.execute(
+            "select target from edges where source = ? and type = 'ABOUT' and valid_to is null order by id",
+            (r["id"],),
+        )
+        notes.append(
+            InsightNote(
+                r["id"], r["path"], r["name"], json.loads(r["properties"]), tuple(a[0] for a in about)
+            )
+        )
+    return notes
+
+
+def insight_note_path(conn: Any, key: str) -> str | None:
+    """The path of the live note that records the insight `key`, if there is one."""
+    row = conn.execute(
+        "select path from nodes where label = ? and status = 'active' and path is not null "
+        "and json_extract(properties, '$.insight_key') = ? order by created_at limit 1",
+        (INSIGHT_LABEL, key),
+    ).fetchone()
+    return None if row is None else row["path"]
+
+
+def apply_vault_decisions(conn: Any, decisions: Sequence[VaultDecision], now: str) -> int:
+    """Give each insight the decision its vault record states; returns how many rows changed.
+
+    A missing row is re-created from the record (after a rebuild); an existing row takes the record's status
+    when it differs (the person may have edited `insight_status` in the note). Its text stays as it is.
+    """
+    changed = 0
+    for d in decisions:
+        row = conn.execute("select status from insights where key = ?", (d.key,)).fetchone()
+        if row is None:
+            conn.execute(
+                f"insert into insights ({_INSIGHT_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
+                (
+                    d.key,
+                    d.id,
+                    d.pattern,
+                    d.title,
+                    d.body,
+                    d.confidence,
+                    json.dumps(list(d.entities)),
+                    d.status,
+                    now,
+                    now,
+                    d.decided_at or now,
+                ),
+            )
+            changed += 1
+        elif row["status"] != d.status:
+            conn.execute(
+                "update insights set status = ?, decided_at = ?, updated_at = ? where key = ?",
+                (d.status, d.decided_at or now, now, d.key),
+            )
+            changed += 1
+    return changed
+
+
+# --- nodes named by insights, and the remember counter ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntityNode:
+    id: str
+    label: str
+    name: str
+    path: str | None
+    status: str
+
+
+def entity_nodes(conn: Any, ids: Sequence[str]) -> dict[str, EntityNode]:
+    """The nodes with these ids that still exist, keyed by id."""
+    found: dict[str, EntityNode] = {}
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            f"select id, label, name, path, status from nodes where id in ({marks})", chunk
+        ):
+            found[r["id"]] = EntityNode(r["id"], r["label"], r["name"], r["path"], r["status"])
+    return found
+
+
+def node_checksum(conn: Any, path: str) -> str | None:
+    """The checksum the graph last recorded for the file at `path`."""
+    row = conn.execute("select checksum from files where path = ?", (path,)).fetchone()
+    return None if row is None else row["checksum"]
+
+
+def bump_counter(conn: Any, key: str) -> int:
+    """Add one to the integer kept in meta under `key`; returns the new value."""
+    conn.execute(
+        "insert into meta (key, value) values (?, '1') "
+        "on conflict(key) do update set value = cast(cast(value as integer) + 1 as text)",
+        (key,),
+    )
+    return int(conn.execute("select value from meta where key = ?", (key,)).fetchone()[0])
+
+
+def read_counter(conn: Any, key: str) -> int:
+    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
+    try:
+        return int(row[0]) if row is not None else 0
+    except ValueError:
+        return 0
+
+
+def reset_counter(conn: Any, key: str) -> None:
+    conn.execute(
+        "insert into meta (key, value) values (?, '0') on conflict(key) do update set value = '0'", (key,)
+    )

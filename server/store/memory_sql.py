@@ -1,0 +1,134 @@
+"""Units of work for the memory tools (remember, relate): finding the node a write merges into, making
+relation targets exist, and the graph-only writes of a process that does not hold the vault's lease.
+
+Synchronous functions on the raw connection, run through `GraphStore.read` / `GraphStore.write`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from server.store.nodes_sql import NODE_COLUMNS, Node, find_nodes, merge_entity, row_to_node
+from server.store.sync_sql import STUB_LABEL
+
+_COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
+OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
+
+
+def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
+    """The node a write of `label` + `name` merges into, or None when it is new.
+
+    The rule of `nodes_sql.merge_entity` (same name, case-insensitive, and the same label or a stub),
+    widened to the aliases of a live node of that label, so `Postgres` merges into a `PostgreSQL` note
+    that lists it under `aliases:`."""
+    row = conn.execute(
+        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.status != 'archived' "
+        "and (n.label = ? or n.status = 'stub') order by n.status = 'stub', n.path is null, n.created_at limit 1",
+        (name.strip(), label),
+    ).fetchone()
+    if row is None:
+        row = conn.execute(
+            f"select {_COLUMNS} from node_keys k join nodes n on n.id = k.node_id "
+            "where k.key = ? and k.kind = 'alias' and n.label = ? and n.status = 'active' "
+            "order by n.created_at limit 1",
+            (name.strip().casefold(), label),
+        ).fetchone()
+    return None if row is None else row_to_node(row)
+
+
+def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
+    """Which of the nodes called by a name a relation should reach: a live one of `label`, else any live
+    one (a wikilink would reach it too), else a stub."""
+    live = [n for n in candidates if n.status == "active"]
+    preferred = next((n for n in live if n.label == label), None) if label else None
+    return preferred or (live[0] if live else next((n for n in candidates if n.status == "stub"), None))
+
+
+def preview_target(conn: Any, name: str, label: str | None) -> tuple[Node | None, str]:
+    """The node `ensure_target` would pick (None: it would create a stub) and the label it would have."""
+    node = _choose_target(find_nodes(conn, name), label)
+    if node is None:
+        return None, label or STUB_LABEL
+    return node, node.label if node.status == "active" else (label or node.label)
+
+
+def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[Node, bool]:
+    """The node a relation to `name` points at, created as a stub when nothing is called that yet.
+
+    A stub takes `label` (it is only a name until its note appears, and then the note's own type wins).
+    Returns (node, created)."""
+    node = _choose_target(find_nodes(conn, name), label)
+    if node is not None:
+        if node.status == "stub" and label is not None and node.label != label:
+            conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (label, now, node.id))
+            node = _node(conn, node.id)
+        return node, False
+    node_id = str(uuid.uuid4())
+    conn.execute(
+        "insert into nodes (id, label, name, status, created_at, updated_at, valid_from) "
+        "values (?, ?, ?, 'stub', ?, ?, ?)",
+        (node_id, label or STUB_LABEL, name.strip(), now, now, now),
+    )
+    conn.execute(
+        "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
+        (name.strip().casefold(), node_id),
+    )
+    return _node(conn, node_id), True
+
+
+def _node(conn: Any, node_id: str) -> Node:
+    return row_to_node(conn.execute(f"select {_COLUMNS} from nodes n where n.id = ?", (node_id,)).fetchone())
+
+
+def remember_in_graph(
+    conn: Any, label: str, name: str, properties: dict[str, Any], observation: str | None, now: str
+) -> tuple[str, bool]:
+    """MERGE an entity in the graph only; the observation joins the node's `observations` list.
+
+    Used when no note can be written (no vault, or another process holds the vault's lease).
+    Returns (id, created)."""
+    target = find_merge_target(conn, label, name)
+    name = target.name if target is not None else name
+    node_id, created = merge_entity(conn, label, name, properties, now)
+    if observation and observation.strip():
+        (raw,) = conn.execute("select properties from nodes where id = ?", (node_id,)).fetchone()
+        merged = json.loads(raw or "{}")
+        notes = merged.get(OBSERVATIONS_KEY)
+        notes = notes if isinstance(notes, list) else []
+        entry = f"{now[:10]}: {observation.strip()}"
+        if entry not in notes:
+            merged[OBSERVATIONS_KEY] = [*notes, entry]
+            conn.execute(
+                "update nodes set properties = ? where id = ?",
+                (json.dumps(merged, sort_keys=True, default=str), node_id),
+            )
+    return node_id, created
+
+
+def add_tool_edge(conn: Any, source: str, rel_type: str, target: str, now: str) -> bool:
+    """Open a `tool` edge unless an open edge of that type already joins the two nodes; True when added.
+
+    Tool edges are the graph-only form of a relation; note-derived edges never replace them."""
+    exists = conn.execute(
+        "select 1 from edges where source = ? and type = ? and target = ? and valid_to is null limit 1",
+        (source, rel_type, target),
+    ).fetchone()
+    if exists is not None:
+        return False
+    conn.execute(
+        "insert into edges (source, type, target, origin, valid_from, created_at) "
+        "values (?, ?, ?, 'tool', ?, ?)",
+        (source, rel_type, target, now, now),
+    )
+    return True
+
+
+def has_open_edge(conn: Any, source: str, rel_type: str, target: str) -> bool:
+    """True when an open edge of `rel_type` goes from `source` to `target` (any origin)."""
+    row = conn.execute(
+        "select 1 from edges where source = ? and type = ? and target = ? and valid_to is null limit 1",
+        (source, rel_type, target),
+    ).fetchone()
+    return row is not None

@@ -1,0 +1,304 @@
+"""From a stream of vault changes to settled reconciles: a per-key debounce, and the loop that drains it.
+
+Obsidian writes a note several times while a person types, an atomic save is a create followed by a rename,
+and a vim save is three events in a row. Reconciling on every event would read the same file again and again;
+waiting until a path has been quiet for ~150 ms turns each burst into one reconcile.
+
+Keys live in an insertion-ordered dict, and touching a key moves it to the end. Every key gets the same quiet
+window, so the dict is always ordered by deadline: the first key is the next to settle, and finding the settled
+ones costs nothing more than walking the front of the dict. Memory is bounded by the number of distinct keys,
+however many events arrive.
+
+`LiveReconciler` drains the debouncer into `VaultSync`: settled note paths go to `sync_path`, settled folders
+to `sync_vault(folder=...)`, and a full `sync_vault` pass takes over when per-path work would not do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+from vault_sync.errors import VaultError
+from vault_sync.reconcile import VaultSync
+from vault_sync.watch import FOLDER, NOTE, Change, VaultWatcher
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+DEFAULT_QUIET = 0.15  # seconds; long enough to swallow an editor's save burst, short enough to feel live
+STORM_THRESHOLD = 2000  # pending paths above which one walk of the vault beats reconciling them one by one
+WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
+
+
+class Debouncer(Generic[K]):
+    """Collects keys and hands each one out after `quiet` seconds without a new touch.
+
+    Not thread-safe: use it from one thread (the event loop); the watcher bridges its events onto the loop.
+    """
+
+    def __init__(self, quiet: float = DEFAULT_QUIET, clock: Callable[[], float] = time.monotonic) -> None:
+        self.quiet = quiet
+        self._clock = clock
+        self._last_touch: dict[K, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._last_touch)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._last_touch
+
+    def touch(self, key: K) -> bool:
+        """(Re)start `key`'s quiet window. True when the debouncer was empty before (a worker may be asleep)."""
+        was_empty = not self._last_touch
+        self._last_touch.pop(
+            key, None
+        )  # re-inserting moves the key to the end: the dict stays deadline-ordered
+        self._last_touch[key] = self._clock()
+        return was_empty
+
+    def next_delay(self) -> float | None:
+        """Seconds until the first key settles (0 when one already has); None when nothing is pending."""
+        for touched in self._last_touch.values():
+            return max(0.0, touched + self.quiet - self._clock())
+        return None
+
+    def pop_settled(self) -> list[K]:
+        """Remove and return every key that has been quiet for the whole window, oldest first."""
+        cutoff = self._clock() - self.quiet
+        settled: list[K] = []
+        for key, touched in self._last_touch.items():
+            if touched > cutoff:
+                break
+            settled.append(key)
+        for key in settled:
+            del self._last_touch[key]
+        return settled
+
+    def discard(self, key: K) -> None:
+        """Forget `key` (e.g. a wider reconcile is about to cover it)."""
+        self._last_touch.pop(key, None)
+
+    def clear(self) -> list[K]:
+        """Remove and return every pending key, settled or not."""
+        keys = list(self._last_touch)
+        self._last_touch.clear()
+        return keys
+
+
+class LiveReconciler:
+    """Keeps the graph in step with a changing vault: debounce each path, reconcile it, rescan when needed.
+
+    Work runs on one task, one job at a time (VaultSync's lock would serialise it anyway). A full pass
+    (`sync_vault`) replaces per-path work at start-up (catch-up), after the OS dropped events, after the
+    watcher had to be restarted, and in an event storm (more than `storm_threshold` paths pending), where one
+    walk of the vault is far cheaper than thousands of single reconciles.
+    """
+
+    def __init__(
+        self,
+        sync: VaultSync,
+        *,
+        watch: bool = True,
+        quiet: float = DEFAULT_QUIET,
+        storm_threshold: int = STORM_THRESHOLD,
+        on_update: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.sync = sync
+        self.watch = watch
+        self.storm_threshold = storm_threshold
+        self.last_reconcile_at: datetime | None = None
+        self.full_passes = 0  # how many full passes ran (status and tests)
+        self._on_update = on_update
+        self._debouncer: Debouncer[Change] = Debouncer(quiet)
+        self._watcher: VaultWatcher | None = None
+        self._next_watch_attempt = 0.0
+        self._pass_wanted = False
+        self._pass_left = 0
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.alive
+
+    @property
+    def pending(self) -> int:
+        """Paths waiting to be reconciled (notes left in a running full pass included)."""
+        return len(self._debouncer) + self._pass_left
+
+    async def start(self) -> None:
+        """Start watching and reconciling; the catch-up pass runs in the background."""
+        self.request_full_pass("start-up catch-up")
+        self._task = asyncio.create_task(self._run(), name="engrama-live-sync")
+        self.ensure_watching()
+
+    async def stop(self) -> None:
+        """Stop the watcher (threads joined) and the reconcile task. Pending changes wait for the next start."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until nothing is pending and no reconcile runs; raises TimeoutError after `timeout` seconds."""
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    def ensure_watching(self) -> bool:
+        """(Re)start the watcher if it is not running; a restart is followed by a rescan. True when watching."""
+        if not self.watch:
+            return False
+        if self.watching:
+            return True
+        now = time.monotonic()
+        if now < self._next_watch_attempt:
+            return False
+        restart = self._watcher is not None or self._next_watch_attempt > 0
+        if self._watcher is not None:
+            log.warning("the file watcher stopped; restarting it and rescanning the vault")
+            self._watcher.stop()
+            self._watcher = None
+        watcher = VaultWatcher(self.sync.root, asyncio.get_running_loop(), self.changed, self._on_overflow)
+        try:
+            watcher.start()
+        except OSError as exc:
+            self._next_watch_attempt = now + WATCH_RETRY
+            log.error(
+                "cannot watch %s (%s); if the inotify watch limit is reached, raise "
+                "fs.inotify.max_user_watches. Retrying in %.0f s",
+                self.sync.root,
+                exc,
+                WATCH_RETRY,
+            )
+            return False
+        self._watcher = watcher
+        if restart:
+            self.request_full_pass("the watcher restarted; events may have been missed")
+        return True
+
+    def changed(self, changes: list[Change]) -> None:
+        """Queue changes (called on the loop by the watcher; tests may call it too)."""
+        for change in changes:
+            if self._debouncer.touch(change):
+                self._wake.set()
+        if changes:
+            self._idle.clear()
+            self._on_update()
+
+    def request_full_pass(self, reason: str) -> None:
+        """Reconcile the whole vault next (it covers everything pending)."""
+        log.info("full vault reconcile requested: %s", reason)
+        self._pass_wanted = True
+        self._pass_left = max(self._pass_left, 1)
+        self._idle.clear()
+        self._wake.set()
+
+    def _on_overflow(self) -> None:
+        self.request_full_pass("the OS dropped file events (inotify queue overflow)")
+
+    # --- the worker ----------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            if self._pass_wanted:
+                self._pass_wanted = False
+                self._debouncer.clear()  # the pass covers them; events arriving during it queue up again
+                await self._guarded(self._full_pass(), "full vault reconcile")
+                continue
+            delay = self._debouncer.next_delay()
+            if delay is None:
+                self._idle.set()
+                self._on_update()
+                await self._wake.wait()
+            elif delay > 0:  # only an earlier deadline or a pass request can cut this short
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+            else:
+                settled = self._debouncer.pop_settled()
+                if len(settled) + len(self._debouncer) >= self.storm_threshold:
+                    self.request_full_pass(f"event storm ({len(settled) + len(self._debouncer)} paths)")
+                    continue
+                await self._reconcile(settled)
+
+    async def _reconcile(self, changes: list[Change]) -> None:
+        for kind, rel in _coalesce(changes):
+            if self._pass_wanted:
+                return  # a full pass was requested meanwhile and will cover the rest
+            if kind == NOTE:
+                await self._guarded(self._sync_note(rel), rel)
+            else:
+                await self._guarded(self._sync_folder(rel), f"folder {rel}")
+            self._on_update()
+
+    async def _sync_note(self, rel: str) -> None:
+        outcome = await self.sync.sync_path(rel)
+        log.debug("%s: %s", rel, outcome.action)
+
+    async def _sync_folder(self, rel: str) -> None:
+        """Reconcile everything under a folder that appeared, vanished, or was renamed."""
+        if (self.sync.root / rel).is_dir():
+            try:
+                await self.sync.sync_vault(folder=rel)
+                return
+            except VaultError:
+                pass  # gone again (or hidden) since the event: reconcile what the graph knew under it
+        known = await self.sync.graph.file_states()
+        for path in sorted(p for p in known if _under(rel, p)):
+            await self.sync.sync_path(path)
+
+    async def _full_pass(self) -> None:
+        try:
+            report = await self.sync.sync_vault(progress=self._progress)
+        finally:
+            self._pass_left = 1 if self._pass_wanted else 0
+        self.full_passes += 1
+        changed = report.created + report.updated + report.archived
+        log.info(
+            "vault reconciled: %d notes scanned, %d changed, %d errors",
+            report.scanned,
+            changed,
+            len(report.errors),
+        )
+
+    def _progress(self, done: int, total: int) -> None:
+        self._pass_left = max(total - done, 0)
+        self._on_update()
+
+    async def _guarded(self, job: Awaitable[None], what: str) -> None:
+        """Run one reconcile job; a failure is logged and the watcher carries on (outermost handler)."""
+        try:
+            await job
+        except VaultError as exc:
+            log.warning("cannot sync %s: %s", what, exc)
+        except Exception:
+            log.exception("live sync of %s failed; it will be retried on the next change or start", what)
+        else:
+            self.last_reconcile_at = datetime.now(UTC)
+
+
+def _coalesce(changes: list[Change]) -> list[Change]:
+    """Drop changes that a folder change in the same batch covers (its notes and sub-folders)."""
+    folders = {rel for kind, rel in changes if kind == FOLDER}
+    if not folders:
+        return changes
+    return [(kind, rel) for kind, rel in changes if not _has_ancestor(rel, folders)]
+
+
+def _has_ancestor(rel: str, folders: set[str]) -> bool:
+    parts = rel.split("/")
+    return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
+
+
+def _under(folder: str, rel: str) -> bool:
+    return rel.startswith(folder + "/")

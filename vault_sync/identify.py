@@ -1,0 +1,84 @@
+"""Give a note its identity: the one `engrama_id:` line engrama-vault owns in a person's note.
+
+`insert_id` only ever inserts bytes: one line right before the closing `---`, or a new three-line block at
+the top when the note has no frontmatter. Then it proves the edit by parsing the result: the mapping must be
+the old one plus the id, or nothing is returned and the caller leaves the file alone.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from vault_sync.errors import MalformedNote
+from vault_sync.frontmatter import decode_note, read_frontmatter, yaml_text
+from vault_sync.yaml_edit import (
+    mapping_indent,
+    prepend_block,
+    render_entry,
+    splice,
+    top_level_entries,
+    verify,
+)
+
+ID_KEY = "engrama_id"
+
+
+def new_engrama_id() -> str:
+    """A fresh node identity (a random UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+def insert_id(data: bytes, new_id: str) -> bytes:
+    """The note's bytes with `engrama_id: <new_id>` added; every original byte is kept, in order.
+
+    The line goes right before the closing `---` (in the file's newline style, at the column of the other
+    keys, so a block scalar above it ends there), or a new `---`/`engrama_id`/`---` block is put at the top
+    (after a BOM). An `engrama_id:` key with an empty value is filled in instead. Raises MalformedNote when
+    the frontmatter is unterminated, invalid or not a mapping, already holds an id, or when the edited
+    note would not parse to the old mapping plus the id.
+    """
+    if not new_id or new_id != new_id.strip() or any(c in new_id for c in "\r\n"):
+        raise ValueError(f"an engrama_id must be one non-empty line without surrounding spaces: {new_id!r}")
+    decode_note(data)  # a binary or non-UTF-8 file is never edited
+    span, old = read_frontmatter(data)
+    expected = {**old, ID_KEY: new_id}
+    if span is None:
+        edited = prepend_block(data, render_entry(ID_KEY, new_id))
+        return verify(edited, expected, "adding engrama_id")
+    current = old.get(ID_KEY)
+    if current is not None and str(current).strip():
+        raise MalformedNote(f"the note already has engrama_id {current!r}; it was left alone")
+    text = yaml_text(data, span)
+    line = render_entry(ID_KEY, new_id, indent=mapping_indent(text), newline=span.newline.decode())
+    if ID_KEY in old:  # present but empty: fill it in rather than add a duplicate key
+        entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
+        edited = splice(data, span, text, entry.start, entry.end, line)
+    else:
+        edited = data[: span.close_start] + line.encode("utf-8") + data[span.close_start :]
+    return verify(edited, expected, "adding engrama_id")
+
+
+def read_id(data: bytes) -> str | None:
+    """The note's engrama_id, or None when it has none (or its frontmatter cannot be read)."""
+    try:
+        _, mapping = read_frontmatter(data)
+    except (MalformedNote, ValueError):
+        return None
+    value = mapping.get(ID_KEY)
+    return str(value).strip() or None if value is not None else None
+
+
+def set_id(data: bytes, new_id: str) -> bytes:
+    """Give the note `new_id`: insert the line when it has none, else rewrite only that line's value.
+
+    Rewriting is for a copied note (two files, one id): the copy gets a fresh identity, and only the
+    bytes of its `engrama_id:` entry change."""
+    span, old = read_frontmatter(data)
+    current = old.get(ID_KEY)
+    if span is None or current is None or not str(current).strip():
+        return insert_id(data, new_id)
+    text = yaml_text(data, span)
+    entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
+    line = render_entry(ID_KEY, new_id, indent=mapping_indent(text), newline=span.newline.decode())
+    edited = splice(data, span, text, entry.start, entry.end, line)
+    return verify(edited, {**old, ID_KEY: new_id}, "replacing engrama_id")

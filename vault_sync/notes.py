@@ -1,0 +1,134 @@
+"""Notes written for `engrama_remember`: a file name for a new entity, its first bytes, and later updates.
+
+`update_note` follows the same rule as every other write into a person's note (DESIGN.md section 4): only
+the lines of the keys it sets change, the observation is appended at the very end, and the result is
+verified by parsing it before anything is returned.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from datetime import date
+from typing import Any
+
+from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
+from vault_sync.yaml_edit import (
+    mapping_indent,
+    plain_value,
+    prepend_block,
+    render_entry,
+    splice,
+    top_level_entries,
+    verify,
+)
+
+MAX_NAME_BYTES = 180  # file systems allow 255 bytes; leave room for ".md" and a " 2" de-duplicating suffix
+RESERVED_KEYS = ("engrama_id", "type", "name")
+# Characters Obsidian refuses in note names (`# ^ [ ] |` break links; the rest break some file system).
+_FORBIDDEN = re.compile(r'[*"\\/<>:|?#^\[\]\x00-\x1f\x7f]')
+_WINDOWS_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9])(\..*)?", re.IGNORECASE)
+
+
+def note_filename(name: str) -> str:
+    """A safe file name (with `.md`) for a note called `name`: forbidden characters removed, spaces
+    collapsed, at most MAX_NAME_BYTES bytes of UTF-8, never empty and never hidden (leading `.`)."""
+    cleaned = _FORBIDDEN.sub(" ", unicodedata.normalize("NFC", name))
+    cleaned = " ".join(cleaned.split()).lstrip(".").strip()
+    encoded = cleaned.encode("utf-8")[:MAX_NAME_BYTES]
+    cleaned = encoded.decode("utf-8", errors="ignore").rstrip(". ")  # Windows drops trailing dots/spaces
+    if not cleaned:
+        cleaned = "Untitled"
+    if _WINDOWS_RESERVED.fullmatch(cleaned):
+        cleaned += "_"
+    return f"{cleaned}.md"
+
+
+def observation_line(observation: str, day: str) -> str:
+    """An observation as one dated bullet (`- 2026-11-21: text`); further lines are indented under it."""
+    lines = [line.rstrip() for line in observation.strip().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("an observation must not be empty")
+    return "\n".join([f"- {day}: {lines[0]}", *(f"  {line}" for line in lines[1:])]) + "\n"
+
+
+def render_new_note(
+    *,
+    engrama_id: str,
+    label: str,
+    name: str,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    newline: str = "\n",
+    today: str | None = None,
+) -> bytes:
+    """The bytes of a new entity note: frontmatter (engrama_id, type, name, then `properties` one key per
+    line), a `# name` heading and, when given, the observation as a bullet dated `today` (default: today).
+
+    Keys of `properties` named engrama_id, type or name are ignored: the explicit arguments win.
+    """
+    fields: dict[str, Any] = {"engrama_id": engrama_id, "type": label, "name": name}
+    fields |= {k: plain_value(v) for k, v in properties.items() if k not in RESERVED_KEYS}
+    yaml_lines = "".join(render_entry(key, value) for key, value in fields.items())
+    body = f"# {' '.join(name.split())}\n"
+    if observation is not None and observation.strip():
+        body += "\n" + observation_line(observation, today or date.today().isoformat())
+    text = f"---\n{yaml_lines}---\n{body}".replace("\n", newline)
+    return verify(text.encode("utf-8"), fields, "writing the new note")
+
+
+def update_note(data: bytes, *, properties: Mapping[str, Any], observation: str | None, today: str) -> bytes:
+    """The note's bytes with `properties` set and the observation appended as a bullet dated `today`.
+
+    Each key's whole entry (continuation lines included) is replaced by its new rendering; missing keys
+    are added before the closing `---` (a frontmatter block is created when there is none); every other
+    key's lines stay byte-identical. The observation goes at the very end of the body, unless an identical
+    bullet for the same day is already there. Raises MalformedNote when the result would not verify.
+    """
+    decode_note(data)
+    span, old = read_frontmatter(data)
+    updates = {k: plain_value(v) for k, v in properties.items()}
+    if not updates:
+        edited = data
+    elif span is None:
+        edited = prepend_block(data, "".join(render_entry(k, v) for k, v in updates.items()))
+    else:
+        edited = _set_keys(data, updates)
+    edited = verify(edited, {**old, **updates}, "updating the note's properties")
+    if observation is not None and observation.strip():
+        edited = _append_observation(edited, observation_line(observation, today))
+    return edited
+
+
+def _set_keys(data: bytes, updates: Mapping[str, Any]) -> bytes:
+    """Replace or add the top-level entries of `updates`; all other characters of the YAML text stay."""
+    span, _ = read_frontmatter(data)
+    assert span is not None
+    text = yaml_text(data, span)
+    newline, indent = span.newline.decode(), mapping_indent(text)
+    entries = {entry.key: entry for entry in top_level_entries(text)}  # a duplicated key: YAML keeps the last
+    added = "".join(
+        render_entry(k, v, indent=indent, newline=newline) for k, v in updates.items() if k not in entries
+    )
+    edits = [(len(text), len(text), added)]
+    edits += [
+        (e.start, e.end, render_entry(k, v, indent=indent, newline=newline))
+        for k, v in updates.items()
+        if (e := entries.get(k)) is not None
+    ]
+    new_text = text
+    for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
+        new_text = new_text[:start] + new + new_text[end:]
+    return splice(data, span, text, 0, len(text), new_text)
+
+
+def _append_observation(data: bytes, bullet: str) -> bytes:
+    """`data` with `bullet` appended at the end, in the file's newline style, unless the body has it."""
+    span, _ = read_frontmatter(data)
+    body = data[span.end if span else 0 :].decode("utf-8").replace("\r\n", "\n")
+    if ("\n" + body + "\n").find("\n" + bullet) >= 0:
+        return data
+    newline = file_newline(data)
+    prefix = b"" if not data or data.endswith(b"\n") else newline
+    return data + prefix + bullet.replace("\n", newline.decode()).encode("utf-8")

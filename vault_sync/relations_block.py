@@ -1,0 +1,186 @@
+"""Mirror typed relations into a note's `relations:` block, the one block of frontmatter engrama-vault owns.
+
+Edits are as small as the layout allows: a new item line under a block list, `, "[[X]]"` inside a flow
+list, a scalar turned into a flow list, a new key or a new `relations:` block before the closing `---`.
+When the precise edit does not verify (an odd layout), the `relations:` entry alone is re-rendered; if
+that does not verify either, MalformedNote is raised and the note is left alone. Nothing outside the
+`relations:` entry ever changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from vault_sync.errors import MalformedNote
+from vault_sync.frontmatter import FrontmatterSpan, decode_note, read_frontmatter, yaml_text
+from vault_sync.parse import rel_type_of, relation_values
+from vault_sync.wikilinks import link_target
+from vault_sync.yaml_edit import (
+    Entry,
+    content_end,
+    line_after,
+    mapping_indent,
+    prepend_block,
+    render_entry,
+    splice,
+    top_level_entries,
+    verify,
+)
+
+RELATIONS_KEY = "relations"
+_PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_FLOW_UNSAFE = re.compile(r"[,\[\]{}]|: | #")
+
+
+def add_relation(data: bytes, rel_type: str, target: str) -> bytes:
+    """The note's bytes with `target` added under `rel_type` in `relations:`, written as `"[[target]]"`.
+
+    Returns `data` unchanged when the relation is already there (any spelling of the key, any link form,
+    case-insensitive). Raises MalformedNote when the frontmatter cannot be read or edited safely.
+    """
+    rel_type, key, item = _checked(rel_type, target)
+    decode_note(data)
+    span, old = read_frontmatter(data)
+    if span is None:
+        lines = f"{RELATIONS_KEY}:\n  {key}:\n    - {_quoted(item)}\n"
+        return verify(prepend_block(data, lines), {RELATIONS_KEY: {rel_type: [item]}}, "adding a relation")
+    relations = old.get(RELATIONS_KEY)
+    if relations is not None and not isinstance(relations, dict):
+        raise MalformedNote(
+            "the note's 'relations:' is not a map of RELATION_TYPE: targets; fix it in Obsidian"
+        )
+    relations = relations or {}
+    wanted = link_target(target).casefold()
+    for existing, value in relations.items():
+        if rel_type_of(existing) == rel_type_of(rel_type) and wanted in _folded(value):
+            return data
+    text = yaml_text(data, span)
+    entry = next((e for e in reversed(top_level_entries(text)) if e.key == RELATIONS_KEY), None)
+    existing, expected_relations = _grown(relations, rel_type, item)
+    edit = _precise_edit(text, span, entry, existing, relations.get(existing), key, item)
+    expected = {**old, RELATIONS_KEY: expected_relations}
+    if edit is not None:
+        try:
+            return verify(splice(data, span, text, *edit), expected, "adding a relation")
+        except MalformedNote:
+            if entry is None:
+                raise
+    assert entry is not None  # only an existing entry lacks a precise edit
+    rendered = render_entry(RELATIONS_KEY, expected_relations, indent=mapping_indent(text), newline=_nl(span))
+    return verify(splice(data, span, text, entry.start, entry.end, rendered), expected, "adding a relation")
+
+
+def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
+    """The note's bytes without `target` under `rel_type` (any key spelling, any link form); `data`
+    unchanged when it is not there. Emptied keys, and an emptied `relations:`, are removed too. Only the
+    `relations:` entry is rewritten."""
+    rel_type = _checked(rel_type, target)[0]
+    decode_note(data)
+    span, old = read_frontmatter(data)
+    relations = old.get(RELATIONS_KEY)
+    if span is None or not isinstance(relations, dict):
+        return data
+    wanted = link_target(target).casefold()
+    kept: dict[Any, Any] = {}
+    for key, value in relations.items():
+        if rel_type_of(key) != rel_type_of(rel_type) or wanted not in _folded(value):
+            kept[key] = value
+            continue
+        items = [v for v in (value if isinstance(value, list) else [value]) if wanted not in _folded(v)]
+        if items:
+            kept[key] = items
+    if kept == relations:
+        return data
+    text = yaml_text(data, span)
+    entry = next(e for e in reversed(top_level_entries(text)) if e.key == RELATIONS_KEY)
+    rendered = (
+        render_entry(RELATIONS_KEY, kept, indent=mapping_indent(text), newline=_nl(span)) if kept else ""
+    )
+    expected = {k: v for k, v in old.items() if k != RELATIONS_KEY} | ({RELATIONS_KEY: kept} if kept else {})
+    return verify(splice(data, span, text, entry.start, entry.end, rendered), expected, "removing a relation")
+
+
+def _checked(rel_type: str, target: str) -> tuple[str, str, str]:
+    """(rel type, its YAML key text, the item value `[[target]]`); ValueError for unusable arguments."""
+    rel_type = rel_type.strip()
+    if not rel_type.strip() or any(c in rel_type for c in "\r\n"):
+        raise ValueError(f"a relation type must be a non-empty single line: {rel_type!r}")
+    if not target.strip() or any(c in target for c in "[]|\r\n"):
+        raise ValueError(
+            f"a relation target must be a note name without '[', ']', '|' or line breaks: {target!r}"
+        )
+    key = rel_type if _PLAIN_KEY.fullmatch(rel_type) else json.dumps(rel_type, ensure_ascii=False)
+    if yaml.safe_load(f"{key}: 0") != {rel_type: 0}:  # e.g. ON or NO, which YAML 1.1 reads as booleans
+        key = json.dumps(rel_type, ensure_ascii=False)
+    return rel_type, key, f"[[{target.strip()}]]"
+
+
+def _quoted(item: str) -> str:
+    return json.dumps(item, ensure_ascii=False)  # JSON strings are valid YAML double-quoted scalars
+
+
+def _nl(span: FrontmatterSpan) -> str:
+    return span.newline.decode()
+
+
+def _folded(value: Any) -> set[str]:
+    return {link_target(t).casefold() for t in relation_values(value)}
+
+
+def _grown(relations: dict, rel_type: str, item: str) -> tuple[Any, dict]:
+    """(the existing key the item goes under, or None for a new key; the relations with the item added).
+
+    Decided on the parsed mapping alone, so the expectation we verify against never depends on layout.
+    """
+    matching = [k for k in relations if rel_type_of(k) == rel_type_of(rel_type)]
+    if not matching:
+        return None, {**relations, rel_type: [item]}
+    key = matching[-1]
+    old = relations[key]
+    grown = [*old, item] if isinstance(old, list) else [item] if old is None else [old, item]
+    return key, {**relations, key: grown}
+
+
+def _precise_edit(
+    text: str, span: FrontmatterSpan, entry: Entry | None, existing: Any, old: Any, key: str, item: str
+) -> tuple[int, int, str] | None:
+    """The smallest edit adding the item, as (start, end, new text) in `text`; None when the layout has
+    no precise edit (the caller then re-renders the `relations:` entry)."""
+    nl, quoted = _nl(span), _quoted(item)
+    if entry is None:
+        at, indent = len(text), mapping_indent(text)
+        return at, at, f"{indent}{RELATIONS_KEY}:{nl}{indent}  {key}:{nl}{indent}    - {quoted}{nl}"
+    node = entry.node
+    if not isinstance(node, yaml.MappingNode) or node.flow_style or not node.value:
+        return None  # `relations:` with no value, `{}` or a flow map
+    if existing is None:
+        at = line_after(text, content_end(node))
+        pad = " " * node.value[0][0].start_mark.column
+        return at, at, f"{pad}{key}:{nl}{pad}  - {quoted}{nl}"
+    pairs = [v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == existing]
+    return _grow_value(text, pairs[-1], old, quoted, nl) if pairs else None
+
+
+def _grow_value(text: str, node: yaml.Node, old: Any, quoted: str, nl: str) -> tuple[int, int, str] | None:
+    """The edit that appends one item to an existing relation value, in the value's own style."""
+    start, end = node.start_mark.index, node.end_mark.index
+    if isinstance(node, yaml.SequenceNode) and not node.flow_style:
+        at = line_after(text, content_end(node))
+        return at, at, f"{' ' * node.start_mark.column}- {quoted}{nl}"
+    if isinstance(node, yaml.SequenceNode):
+        close = end - 1  # the `]`
+        before = text[start + 1 : close].rstrip()
+        separator = "" if not before or before.endswith(",") else ", "
+        return close, close, separator + quoted
+    if isinstance(node, yaml.ScalarNode) and node.tag.endswith(":null"):
+        return start, end, (" " if start == end else "") + f"[{quoted}]"
+    written = text[start:end]
+    if isinstance(node, yaml.ScalarNode) and node.style in (None, "'", '"') and "\n" not in written:
+        if node.style is None and _FLOW_UNSAFE.search(written):
+            written = _quoted(str(old))  # `a, b` is one plain scalar in block context, two in a flow list
+        return start, end, f"[{written}, {quoted}]"
+    return None  # a block scalar or a map: the fallback re-renders the entry
