@@ -12,7 +12,14 @@ from collections.abc import Sequence
 
 from server import __version__
 from server.commands import COMMANDS
+from profiles.loader import ProfileError
 from server.commands.common import CommandError
+from server.runtime import NoVaultConfigured
+from server.settings import ConfigError
+from vault_sync.errors import VaultError
+
+# Errors a person can fix: printed as one line with the fix, exit status 2, no traceback.
+FIXABLE = (CommandError, NoVaultConfigured, ConfigError, ProfileError, VaultError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.handler(args) or 0)
-    except CommandError as exc:
+    except FIXABLE as exc:
         print(f"engrama-vault {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

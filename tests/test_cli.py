@@ -1,0 +1,98 @@
+"""The `engrama-vault` command as a person runs it: a real console script in a child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.cli import build_parser
+
+SCRIPT = str(Path(sys.executable).parent / "engrama-vault")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, env: dict[str, str] | None = None, prefix: list[str] | None = None):
+    return subprocess.run(
+        [*(prefix or []), SCRIPT, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+
+
+def command_names() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sorted(sub.choices)  # type: ignore[attr-defined]
+
+
+def test_every_command_has_help_and_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for name in command_names():
+        done = run(name, "--help")
+        assert done.returncode == 0 and "--vault" in done.stdout and "--db" in done.stdout, name
+        assert f"engrama-vault {name}" in readme, f"README does not document `engrama-vault {name}`"
+
+
+def test_init_records_the_profile_and_status_json_reports_it(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    vault.mkdir()
+    done = run("init", "--vault", str(vault), "--db", str(db), "--profile", "base", "--modules", "teaching", "ai")
+    assert done.returncode == 0, done.stderr
+    assert (vault / ".engrama" / "config.yaml").exists() and db.exists()
+    status = json.loads(run("status", "--vault", str(vault), "--db", str(db), "--json").stdout)
+    assert status["profile"] == {"name": "base", "modules": ["teaching", "ai"]}
+    assert status["vault"]["configured"] is True and status["backend"]["db_path"] == str(db)
+    assert "embedder" not in status  # absent, not null, when no embedder is configured
+
+
+def test_init_with_an_unknown_module_says_which_exist(tmp_path: Path) -> None:
+    done = run("init", "--vault", str(tmp_path), "--db", str(tmp_path / "g.db"), "--modules", "astrology")
+    assert done.returncode == 2 and "astrology" in done.stderr and "teaching" in done.stderr
+
+
+def test_sync_json_reports_and_exits_nonzero_when_a_note_failed(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    shutil.copytree(REPO / "examples" / "vault", vault)
+    (vault / "Broken.md").write_text("---\nname: [oops\n---\n", encoding="utf-8")
+    done = run("sync", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["created"] == report["scanned"] - 1
+    assert [e["path"] for e in report["errors"]] == ["Broken.md"]
+    (vault / "Broken.md").unlink()
+    again = run("sync", "--vault", str(vault), "--db", str(tmp_path / "g.db"))
+    assert again.returncode == 0 and "0 failed" in again.stdout
+
+
+def test_sync_without_a_vault_says_how_to_give_one(tmp_path: Path) -> None:
+    done = run("sync", "--db", str(tmp_path / "g.db"), env={"ENGRAMA_VAULT": ""})
+    assert done.returncode == 2 and "--vault" in done.stderr
+
+
+def test_an_unreadable_note_is_reported_and_the_rest_syncs(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        prefix: list[str] = []
+    else:  # root reads through chmod 000; drop the capabilities that allow it
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root, where chmod 000 does not block reads, and setpriv is missing")
+        drop = "-dac_override,-dac_read_search"
+        prefix = [setpriv, "--bounding-set", drop, "--inh-caps", drop, "--"]
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Open.md").write_text("fine\n", encoding="utf-8")
+    locked = vault / "Locked.md"
+    locked.write_text("private\n", encoding="utf-8")
+    locked.chmod(0)
+    done = run("sync", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--json", prefix=prefix)
+    locked.chmod(0o644)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["created"] == 1
+    [error] = report["errors"]
+    assert error["path"] == "Locked.md" and "permission" in error["error"]
+    assert locked.read_text(encoding="utf-8") == "private\n"

@@ -1,0 +1,214 @@
+"""The vault sync engine on real temporary vaults and real SQLite files (DESIGN.md sections 2-4)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profiles.loader import load_profile
+from server.runtime import note_rules
+from server.store import GraphStore
+from vault_sync.identify import read_id
+from vault_sync.reconcile import VaultSync
+
+
+def write(vault: Path, rel: str, text: str | bytes) -> Path:
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, str):
+        path.write_text(text, encoding="utf-8")
+    else:
+        path.write_bytes(text)
+    return path
+
+
+def engine(vault: Path, store: GraphStore) -> VaultSync:
+    return VaultSync(vault, store, note_rules(load_profile("base", ["teaching"])))
+
+
+async def graph_snapshot(store: GraphStore) -> tuple[set, set]:
+    """Nodes as (id, label, name, status, path) and open edges as (source name, type, target name)."""
+
+    def read(conn):
+        nodes = {
+            (r["id"] if r["status"] != "stub" else "stub", r["label"], r["name"], r["status"], r["path"])
+            for r in conn.execute("select id, label, name, status, path from nodes")
+        }
+        edges = {
+            (r[0], r[1], r[2])
+            for r in conn.execute(
+                "select s.name, e.type, t.name from edges e join nodes s on s.id = e.source "
+                "join nodes t on t.id = e.target where e.valid_to is null"
+            )
+        }
+        return nodes, edges
+
+    return await store.read(read)
+
+
+SAMPLE = {
+    "Projects/Engrama.md": "---\ntype: Project\nrelations:\n  USES: [\"[[SQLite]]\"]\n---\nSee [[Idempotent writes]].\n",
+    "Technologies/SQLite.md": "---\ntype: Technology\naliases: [sqlite3]\n---\nEmbedded database.\n",
+    "Concepts/Idempotent writes.md": "Repeatable. Links to [[Missing Note]] and [[sqlite3|the db]].\n",
+    "Courses/Databases.md": "---\ntype: Course\nrelations:\n  COVERS: [[Idempotent writes]]\n---\n",
+}
+
+
+async def test_first_sync_creates_nodes_and_inserts_ids(vault: Path, store: GraphStore) -> None:
+    for rel, text in SAMPLE.items():
+        write(vault, rel, text)
+    report = await engine(vault, store).sync_vault()
+    assert (report.scanned, report.created, len(report.ids_injected), report.errors) == (4, 4, 4, [])
+    for rel in SAMPLE:
+        assert read_id((vault / rel).read_bytes()) is not None
+    nodes, edges = await graph_snapshot(store)
+    assert ("Engrama", "USES", "SQLite") in edges
+    assert ("Idempotent writes", "LINKS_TO", "SQLite") in edges  # resolved through the alias
+    assert ("Databases", "COVERS", "Idempotent writes") in edges
+    assert any(n[2] == "Missing Note" and n[3] == "stub" for n in nodes)
+    again = await engine(vault, store).sync_vault()
+    assert (again.unchanged, again.created, again.updated) == (4, 0, 0)
+
+
+async def test_deleting_the_database_and_syncing_again_rebuilds_the_same_graph(
+    vault: Path, tmp_path: Path
+) -> None:
+    for rel, text in SAMPLE.items():
+        write(vault, rel, text)
+    first_db = tmp_path / "first.db"
+    store = await GraphStore.open(first_db)
+    await engine(vault, store).sync_vault()
+    before = await graph_snapshot(store)
+    await store.close()
+    files_before = {rel: (vault / rel).read_bytes() for rel in SAMPLE}
+
+    rebuilt = await GraphStore.open(tmp_path / "rebuilt.db")
+    report = await engine(vault, rebuilt).sync_vault()
+    assert report.ids_injected == []  # ids come from the notes: nothing is written the second time
+    assert await graph_snapshot(rebuilt) == before
+    assert {rel: (vault / rel).read_bytes() for rel in SAMPLE} == files_before
+    await rebuilt.close()
+
+
+async def test_edit_rename_delete_and_revive(vault: Path, store: GraphStore) -> None:
+    sync = engine(vault, store)
+    path = write(vault, "Notes/Plan.md", "---\ntype: Project\n---\nFirst draft.\n")
+    created = await sync.sync_path("Notes/Plan.md")
+    node_id = created.id
+    assert created.action == "created" and node_id
+
+    path.write_text(path.read_text(encoding="utf-8") + "More [[Ideas]].\n", encoding="utf-8")
+    assert (await sync.sync_path("Notes/Plan.md")).action == "updated"
+    assert {e[2] for e in (await graph_snapshot(store))[1]} == {"Ideas"}
+
+    path.rename(vault / "Notes" / "Roadmap.md")
+    report = await sync.sync_vault()
+    assert (report.moved, report.archived, report.created) == (1, 0, 0)
+    [node] = await store.find_nodes("Roadmap")
+    assert node.id == node_id and node.path == "Notes/Roadmap.md"
+
+    saved = (vault / "Notes" / "Roadmap.md").read_bytes()
+    (vault / "Notes" / "Roadmap.md").unlink()
+    assert (await sync.sync_path("Notes/Roadmap.md")).action == "archived"
+    archived = await store.get_node(node_id)
+    assert archived is not None and archived.status == "archived"
+    assert (await graph_snapshot(store))[1] == set()  # its edges are closed
+
+    write(vault, "Notes/Roadmap.md", saved)
+    assert (await sync.sync_path("Notes/Roadmap.md")).id == node_id
+    revived = await store.get_node(node_id)
+    assert revived is not None and revived.status == "active"
+
+
+async def test_a_copied_note_gets_a_fresh_id_and_the_original_keeps_its_own(vault: Path, store: GraphStore) -> None:
+    sync = engine(vault, store)
+    write(vault, "Notes/Original.md", "---\ntype: Concept\n---\nText.\n")
+    original = (await sync.sync_path("Notes/Original.md")).id
+    shutil.copy(vault / "Notes" / "Original.md", vault / "Notes" / "Original copy.md")
+    report = await sync.sync_vault()
+    assert report.ids_injected == ["Notes/Original copy.md"]
+    copy_id = read_id((vault / "Notes" / "Original copy.md").read_bytes())
+    assert copy_id and copy_id != original
+    assert read_id((vault / "Notes" / "Original.md").read_bytes()) == original
+    assert len(await store.find_nodes("Original")) == 1 and len(await store.find_nodes("Original copy")) == 1
+
+
+async def test_trash_dot_folders_and_temp_files(vault: Path, store: GraphStore) -> None:
+    sync = engine(vault, store)
+    write(vault, "Notes/Gone.md", "Soon in the trash.\n")
+    write(vault, ".obsidian/workspace.md", "not a note\n")
+    write(vault, "Notes/.Gone.md.swp", "swap\n")
+    write(vault, "Notes/image.png", b"\x89PNG")
+    report = await sync.sync_vault()
+    assert report.scanned == 1
+    (vault / ".trash").mkdir()
+    (vault / "Notes" / "Gone.md").rename(vault / ".trash" / "Gone.md")
+    report = await sync.sync_vault()
+    assert report.archived == 1
+    [node] = await store.find_nodes("Gone", include_archived=True)
+    assert node.status == "archived"
+
+
+async def test_dry_run_writes_nothing(vault: Path, store: GraphStore) -> None:
+    path = write(vault, "Notes/New.md", "No id yet.\n")
+    report = await engine(vault, store).sync_vault(dry_run=True)
+    assert (report.created, report.ids_injected) == (1, ["Notes/New.md"])
+    assert path.read_bytes() == b"No id yet.\n"
+    assert await store.find_nodes("New") == []
+
+
+BAD_NOTES: dict[str, bytes] = {
+    "Bad/invalid yaml.md": b"---\ntitle: [unclosed\n---\nbody\n",
+    "Bad/latin1.md": "caf\u00e9 cr\u00e8me".encode("latin-1"),
+    "Bad/binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    "Bad/unterminated.md": b"---\ntype: Project\nno closing line\n",
+    "Bad/list frontmatter.md": b"---\n- a\n- b\n---\n",
+}
+
+
+async def test_bad_notes_are_reported_left_byte_identical_and_the_rest_syncs(
+    vault: Path, store: GraphStore
+) -> None:
+    for rel, data in BAD_NOTES.items():
+        write(vault, rel, data)
+    huge = write(vault, "Bad/huge.md", b"x" * (20 * 1024 * 1024))
+    outside = vault.parent / "outside.md"
+    outside.write_text("secret\n", encoding="utf-8")
+    os.symlink(outside, vault / "Bad" / "escape.md")
+    os.symlink(vault / "Bad" / "loop-b.md", vault / "Bad" / "loop-a.md")
+    os.symlink(vault / "Bad" / "loop-a.md", vault / "Bad" / "loop-b.md")
+    write(vault, "Good/Fine.md", "All good.\n")
+
+    report = await engine(vault, store).sync_vault()
+
+    failed = {e.path: e.error for e in report.errors}
+    for rel in [*BAD_NOTES, "Bad/huge.md", "Bad/escape.md", "Bad/loop-a.md", "Bad/loop-b.md"]:
+        assert rel in failed, f"{rel} was not reported"
+        assert failed[rel], f"{rel} has no reason"
+    assert "line" in failed["Bad/invalid yaml.md"]
+    assert "UTF-8" in failed["Bad/latin1.md"]
+    assert "MiB" in failed["Bad/huge.md"]
+    for rel, data in BAD_NOTES.items():
+        assert (vault / rel).read_bytes() == data
+    assert huge.stat().st_size == 20 * 1024 * 1024
+    assert outside.read_text(encoding="utf-8") == "secret\n"
+    assert report.created == 1 and [n.name for n in await store.find_nodes("Fine")] == ["Fine"]
+
+
+async def test_a_malformed_note_is_fixed_in_obsidian_and_then_syncs(vault: Path, store: GraphStore) -> None:
+    sync = engine(vault, store)
+    path = write(vault, "Notes/Draft.md", "---\ntype: [Project\n---\nbody\n")
+    outcome = await sync.sync_path("Notes/Draft.md")
+    assert outcome.action == "failed" and path.read_bytes() == b"---\ntype: [Project\n---\nbody\n"
+    path.write_text("---\ntype: Project\n---\nbody\n", encoding="utf-8")
+    assert (await sync.sync_path("Notes/Draft.md")).action == "created"
+
+
+async def test_paths_outside_the_vault_are_refused(vault: Path, store: GraphStore) -> None:
+    from vault_sync.errors import PathOutsideVault
+
+    with pytest.raises(PathOutsideVault):
+        await engine(vault, store).sync_path("../outside.md")
