@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vault_sync.model import NodeRef
+
 INSIGHT_LABEL = "Insight"
 PENDING, APPROVED, DISMISSED = "pending", "approved", "dismissed"
 
@@ -67,9 +69,11 @@ class Proposal:
 
 @dataclass(frozen=True)
 class SaveOutcome:
-    created: tuple[str, ...]  # keys of new pending insights
-    kept: tuple[str, ...]  # keys of pending insights found again (refreshed in place)
-    withdrawn: int  # pending insights whose pattern no longer holds, removed
+    """Keys of new pending insights, keys of pending ones refreshed in place, how many were withdrawn."""
+
+    created: tuple[str, ...]
+    kept: tuple[str, ...]
+    withdrawn: int
 
 
 def _number(value: Any) -> float | None:
@@ -101,29 +105,24 @@ def snapshot_nodes(conn: Any) -> list[NodeRow]:
         """,
         (INSIGHT_LABEL,),
     )
-    result = []
-    for r in rows:
-        stated = _number(r["stated_confidence"])
-        result.append(
-            NodeRow(
-                id=r["id"],
-                label=r["label"],
-                name=r["name"],
-                path=r["path"],
-                status=r["status"],
-                confidence=stated if stated is not None else float(r["confidence"]),
-                state=str(r["state"] or "").strip().lower(),
-                changed=str(r["changed"]) if r["changed"] is not None else None,
-                mtime_ns=r["mtime_ns"],
-                updated_at=r["updated_at"],
-            )
-        )
-    return result
+    return [_node_row(r) for r in rows]
+
+
+def _node_row(r: Any) -> NodeRow:
+    stated = _number(r["stated_confidence"])
+    return NodeRow(
+        *(r["id"], r["label"], r["name"], r["path"], r["status"]),
+        confidence=stated if stated is not None else float(r["confidence"]),
+        state=str(r["state"] or "").strip().lower(),
+        changed=str(r["changed"]) if r["changed"] is not None else None,
+        mtime_ns=r["mtime_ns"],
+        updated_at=r["updated_at"],
+    )
 
 
 def snapshot_edges(conn: Any) -> list[tuple[str, str, str, str]]:
     """(source, type, target, origin) of every open edge between live nodes that are not insight notes."""
-    return conn.execute(
+    rows = conn.execute(
         """
         select e.source, e.type, e.target, e.origin from edges e
         join nodes s on s.id = e.source join nodes t on t.id = e.target
@@ -131,14 +130,15 @@ def snapshot_edges(conn: Any) -> list[tuple[str, str, str, str]]:
           and s.status != 'archived' and t.status != 'archived' and s.label != ? and t.label != ?
         """,
         (INSIGHT_LABEL, INSIGHT_LABEL),
-    ).fetchall()
+    )
+    return [(r[0], r[1], r[2], r[3]) for r in rows]
 
 
 def snapshot(conn: Any) -> tuple[list[NodeRow], list[tuple[str, str, str, str]]]:
     """Nodes and edges in one read (one WAL snapshot, so they agree with each other)."""
     conn.execute("begin")
     try:
-        return snapshot_nodes(conn), [tuple(r) for r in snapshot_edges(conn)]
+        return snapshot_nodes(conn), snapshot_edges(conn)
     finally:
         conn.execute("commit")
 
@@ -147,45 +147,39 @@ def snapshot(conn: Any) -> tuple[list[NodeRow], list[tuple[str, str, str, str]]]
 
 
 def _row(r: Any) -> InsightRow:
+    lists = {name: tuple(json.loads(r[name] or "[]")) for name in ("entities", "written_paths")}
     return InsightRow(
-        key=r["key"],
-        id=r["id"],
-        pattern=r["pattern"],
-        title=r["title"],
-        body=r["body"],
-        confidence=float(r["confidence"]),
-        entities=tuple(json.loads(r["entities"] or "[]")),
-        status=r["status"],
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        decided_at=r["decided_at"],
-        written_paths=tuple(json.loads(r["written_paths"] or "[]")),
+        **{**dict(zip(r.keys(), r, strict=True)), **lists, "confidence": float(r["confidence"])}
     )
 
 
+def _rows_in(conn: Any, sql: str, ids: Sequence[str]) -> list[Any]:
+    """Run `sql` (`{marks}` stands for the id list) over `ids` in slices under SQLite's parameter limit."""
+    rows: list[Any] = []
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), 500):
+        chunk = unique[start : start + 500]
+        rows += conn.execute(sql.format(marks=",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
+
+def _insights(conn: Any, where: str, params: Sequence[Any] = ()) -> list[InsightRow]:
+    return [_row(r) for r in conn.execute(f"select {_INSIGHT_COLUMNS} from insights where {where}", params)]
+
+
 def get_insight(conn: Any, insight_id: str) -> InsightRow | None:
-    r = conn.execute(f"select {_INSIGHT_COLUMNS} from insights where id = ?", (insight_id,)).fetchone()
-    return None if r is None else _row(r)
+    found = _insights(conn, "id = ?", (insight_id,))
+    return found[0] if found else None
 
 
 def insights_by_keys(conn: Any, keys: Sequence[str]) -> list[InsightRow]:
-    rows = []
-    for start in range(0, len(keys), 500):  # stay under SQLite's bound-parameter limit
-        chunk = list(keys[start : start + 500])
-        marks = ",".join("?" * len(chunk))
-        rows += conn.execute(
-            f"select {_INSIGHT_COLUMNS} from insights where key in ({marks})", chunk
-        ).fetchall()
-    return [_row(r) for r in rows]
+    sql = f"select {_INSIGHT_COLUMNS} from insights where key in ({{marks}})"
+    return [_row(r) for r in _rows_in(conn, sql, keys)]
 
 
 def pending_insights(conn: Any) -> list[InsightRow]:
     """Every pending insight, most confident first."""
-    rows = conn.execute(
-        f"select {_INSIGHT_COLUMNS} from insights where status = ? order by confidence desc, updated_at desc, key",
-        (PENDING,),
-    )
-    return [_row(r) for r in rows]
+    return _insights(conn, "status = ? order by confidence desc, updated_at desc, key", (PENDING,))
 
 
 def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[InsightRow]:
@@ -193,16 +187,11 @@ def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[Insigh
     ids = list(dict.fromkeys(node_ids))[:500]
     if not ids:
         return []
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        f"""
-        select {_INSIGHT_COLUMNS} from insights where status = ? and exists (
-            select 1 from json_each(insights.entities) e where e.value in ({marks}))
-        order by confidence desc, updated_at desc, key limit ?
-        """,
-        (PENDING, *ids, limit),
+    named = (
+        f"exists (select 1 from json_each(insights.entities) e where e.value in ({','.join('?' * len(ids))}))"
     )
-    return [_row(r) for r in rows]
+    order = "order by confidence desc, updated_at desc, key limit ?"
+    return _insights(conn, f"status = ? and {named} {order}", (PENDING, *ids, limit))
 
 
 def statuses(conn: Any) -> dict[str, str]:
@@ -232,16 +221,12 @@ def save_proposals(
             )
             created.append(p.key)
         elif old["status"] == PENDING:
-            if (old["title"], old["body"], old["confidence"], old["entities"]) != (
-                p.title,
-                p.body,
-                p.confidence,
-                entities,
-            ):
+            fresh = (p.title, p.body, p.confidence, entities)
+            if (old["title"], old["body"], old["confidence"], old["entities"]) != fresh:
                 conn.execute(
                     "update insights set title = ?, body = ?, confidence = ?, entities = ?, updated_at = ? "
                     "where key = ?",
-                    (p.title, p.body, p.confidence, entities, now, p.key),
+                    (*fresh, now, p.key),
                 )
             kept.append(p.key)
     wanted = set(found) | {p.key for p in proposals}
@@ -255,19 +240,29 @@ def save_proposals(
 
 
 def set_status(conn: Any, insight_id: str, status: str, now: str) -> None:
+    """Record a decision taken in the chat; its vault record is still to be written (`mark_recorded`)."""
     conn.execute(
-        "update insights set status = ?, decided_at = ?, updated_at = ? where id = ?",
+        "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = null where id = ?",
         (status, now if status != PENDING else None, now, insight_id),
     )
 
 
 def record_written(conn: Any, insight_id: str, paths: Sequence[str]) -> None:
     """Add `paths` to the notes known to carry the insight's section."""
-    row = conn.execute("select written_paths from insights where id = ?", (insight_id,)).fetchone()
-    if row is None:
-        return
-    merged = sorted(set(json.loads(row["written_paths"] or "[]")) | set(paths))
-    conn.execute("update insights set written_paths = ? where id = ?", (json.dumps(merged), insight_id))
+    for row in conn.execute("select written_paths from insights where id = ?", (insight_id,)).fetchall():
+        merged = sorted(set(json.loads(row[0] or "[]")) | set(paths))
+        conn.execute("update insights set written_paths = ? where id = ?", (json.dumps(merged), insight_id))
+
+
+def mark_recorded(conn: Any, insight_id: str, now: str) -> None:
+    conn.execute(
+        "update insights set recorded_at = ? where id = ? and recorded_at is null", (now, insight_id)
+    )
+
+
+def unrecorded_decisions(conn: Any) -> list[InsightRow]:
+    """Decisions not yet written to the vault (taken where the vault could not be written)."""
+    return _insights(conn, "status != ? and recorded_at is null order by key", (PENDING,))
 
 
 # --- decisions kept in the vault -------------------------------------------------------------------------
@@ -335,61 +330,50 @@ def apply_vault_decisions(conn: Any, decisions: Sequence[VaultDecision], now: st
 
     A missing row is re-created from the record (after a rebuild); an existing row takes the record's status
     when it differs (the person may have edited `insight_status` in the note). Its text stays as it is.
+    Either way the decision is now on record in the vault.
     """
     changed = 0
     for d in decisions:
         row = conn.execute("select status from insights where key = ?", (d.key,)).fetchone()
+        decided = d.decided_at or now
         if row is None:
-            conn.execute(
-                f"insert into insights ({_INSIGHT_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
-                (
-                    d.key,
-                    d.id,
-                    d.pattern,
-                    d.title,
-                    d.body,
-                    d.confidence,
-                    json.dumps(list(d.entities)),
-                    d.status,
-                    now,
-                    now,
-                    d.decided_at or now,
-                ),
+            entities = json.dumps(list(d.entities))
+            values = (
+                d.key,
+                d.id,
+                d.pattern,
+                d.title,
+                d.body,
+                d.confidence,
+                entities,
+                d.status,
+                now,
+                now,
+                decided,
             )
-            changed += 1
+            conn.execute(
+                f"insert into insights ({_INSIGHT_COLUMNS}, recorded_at) "
+                "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '[]', ?)",
+                (*values, now),
+            )
         elif row["status"] != d.status:
             conn.execute(
-                "update insights set status = ?, decided_at = ?, updated_at = ? where key = ?",
-                (d.status, d.decided_at or now, now, d.key),
+                "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = ? where key = ?",
+                (d.status, decided, now, now, d.key),
             )
-            changed += 1
+        else:
+            continue
+        changed += 1
     return changed
 
 
 # --- nodes named by insights, and the remember counter ---------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EntityNode:
-    id: str
-    label: str
-    name: str
-    path: str | None
-    status: str
-
-
-def entity_nodes(conn: Any, ids: Sequence[str]) -> dict[str, EntityNode]:
+def entity_nodes(conn: Any, ids: Sequence[str]) -> dict[str, NodeRef]:
     """The nodes with these ids that still exist, keyed by id."""
-    found: dict[str, EntityNode] = {}
-    unique = list(dict.fromkeys(ids))
-    for start in range(0, len(unique), 500):
-        chunk = unique[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for r in conn.execute(
-            f"select id, label, name, path, status from nodes where id in ({marks})", chunk
-        ):
-            found[r["id"]] = EntityNode(r["id"], r["label"], r["name"], r["path"], r["status"])
-    return found
+    rows = _rows_in(conn, "select id, label, name, path, status from nodes where id in ({marks})", ids)
+    return {r["id"]: NodeRef(*r) for r in rows}
 
 
 def node_checksum(conn: Any, path: str) -> str | None:
@@ -400,23 +384,17 @@ def node_checksum(conn: Any, path: str) -> str | None:
 
 def bump_counter(conn: Any, key: str) -> int:
     """Add one to the integer kept in meta under `key`; returns the new value."""
-    conn.execute(
-        "insert into meta (key, value) values (?, '1') "
-        "on conflict(key) do update set value = cast(cast(value as integer) + 1 as text)",
-        (key,),
+    sql = (
+        "insert into meta (key, value) values (?, '1') on conflict(key) "
+        "do update set value = cast(cast(value as integer) + 1 as text) returning cast(value as integer)"
     )
-    return int(conn.execute("select value from meta where key = ?", (key,)).fetchone()[0])
+    return int(conn.execute(sql, (key,)).fetchone()[0])
 
 
 def read_counter(conn: Any, key: str) -> int:
-    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
-    try:
-        return int(row[0]) if row is not None else 0
-    except ValueError:
-        return 0
+    row = conn.execute("select cast(value as integer) from meta where key = ?", (key,)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def reset_counter(conn: Any, key: str) -> None:
-    conn.execute(
-        "insert into meta (key, value) values (?, '0') on conflict(key) do update set value = '0'", (key,)
-    )
+    conn.execute("insert or replace into meta (key, value) values (?, '0')", (key,))

@@ -108,7 +108,58 @@ M001_CREATE_GRAPH = """
 """
 
 # (number, name, script). Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[tuple[int, str, str], ...] = ((1, "m001_create_graph", M001_CREATE_GRAPH),)
+# When an insight's decision was written to the vault (its own note, or a line of the dismissed list). Null
+# means the decision lives only in the database (taken by a process without the vault lease), so the process
+# holding the vault writes the record at its next reflect.
+M002_INSIGHT_RECORDED_AT = """
+        alter table insights add column recorded_at text;
+"""
+
+M003_SEARCH_INDEX = """
+        -- One full-text row per note (name + whole body) beside the passage rows: whole-note and passage bm25
+        -- fused find the right note more often than either alone (docs/search.md). Contentless, so the body is
+        -- not stored a second time; `note_docs` gives each node a stable integer rowid for it.
+        create table note_docs (
+            doc integer primary key autoincrement,
+            node_id text not null unique references nodes(id) on delete cascade
+        );
+        create virtual table notes_fts using fts5(
+            name, body,
+            content = '', contentless_delete = 1,
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        create trigger note_docs_ad after delete on note_docs begin
+            delete from notes_fts where rowid = old.doc;
+        end;
+
+        -- Vectors live in a vec0 table created at run time for the configured size (`vectors_sql`), which
+        -- only a connection with sqlite-vec loaded may touch. So a deleted or edited passage is only *noted*
+        -- here, in plain SQL that works on any connection, and the embedding worker drops its vector.
+        create table vec_orphans (chunk_id integer primary key);
+        create trigger chunks_ad_vec after delete on chunks when old.embedded_model is not null begin
+            insert or ignore into vec_orphans (chunk_id) values (old.id);
+        end;
+        create trigger chunks_au_vec after update of title, heading, text on chunks
+        when old.embedded_model is not null begin
+            update chunks set embedded_model = null where id = new.id;
+            insert or ignore into vec_orphans (chunk_id) values (old.id);
+        end;
+
+        -- Notes synced before this migration: their body is rebuilt from their passages (overlapping lines
+        -- count twice until the note changes again, which bm25's saturation mostly absorbs).
+        insert into note_docs (node_id) select distinct node_id from chunks order by node_id;
+        insert into notes_fts (rowid, name, body)
+            select d.doc, n.name,
+                   (select group_concat(text, char(10)) from
+                       (select text from chunks c where c.node_id = d.node_id order by c.ordinal))
+            from note_docs d join nodes n on n.id = d.node_id;
+"""
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (1, "m001_create_graph", M001_CREATE_GRAPH),
+    (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
+    (3, "m003_search_index", M003_SEARCH_INDEX),
+)
 
 
 def split_statements(script: str) -> list[str]:

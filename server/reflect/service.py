@@ -1,0 +1,248 @@
+"""Reflect and insights: the services the MCP tools and the CLI call (DESIGN.md section 6).
+
+- `reflect` profiles the graph, runs the patterns it can, and keeps the result as *pending* insights, each with
+  a stable key (pattern + the sorted ids of the entities it is about, see `keys.py`). Re-running never
+  duplicates an insight, never revives a dismissed one and never resets an approved one; a pending one is
+  refreshed in place (title, body, confidence, entities), and withdrawn when its evidence is gone.
+- Only the person decides: `decide_insight` approves or dismisses, and only approved insights are ever written
+  into notes (`write_insight_to_vault`). Decisions are also kept in the vault (`records.py`), so they survive
+  a rebuild of the database.
+- Proactive: tools report remembers through `note_remembered`; after ten since the last reflect,
+  `proactive_hint` suggests running it. Search results carry `pending_insights_for` the nodes they found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Sequence
+
+from server.reflect import keys
+from server.reflect.errors import (
+    InsightAlreadyDecided,
+    InsightError,
+    InsightNotApproved,
+    InsightNotFound,
+    InsightWriteError,
+    ReflectError,
+)
+from server.reflect.graph import build_graph
+from server.reflect.patterns import PATTERN_NAMES, run_patterns, select_patterns
+from server.reflect.records import (
+    record_approval,
+    record_dismissal,
+    record_missing_decisions,
+    restore_decisions,
+)
+from server.reflect.values import (
+    EntityRef,
+    Finding,
+    InsightDecision,
+    InsightSummary,
+    InsightView,
+    ReflectResult,
+)
+from server.reflect.writeback import write_back
+from server.runtime import Runtime
+from server.store import insights_sql
+from server.store.clock import utc_now
+from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow, Proposal
+from vault_sync.errors import VaultError
+
+__all__ = [
+    "PATTERN_NAMES",
+    "EntityRef",
+    "InsightAlreadyDecided",
+    "InsightDecision",
+    "InsightError",
+    "InsightNotApproved",
+    "InsightNotFound",
+    "InsightSummary",
+    "InsightView",
+    "InsightWriteError",
+    "ReflectError",
+    "ReflectResult",
+    "decide_insight",
+    "note_remembered",
+    "pending_insights_for",
+    "proactive_hint",
+    "reflect",
+    "surface_insights",
+    "write_insight_to_vault",
+]
+
+log = logging.getLogger(__name__)
+
+REMEMBERS_KEY = "reflect.remembers_since_last"
+HINT_AFTER_REMEMBERS = 10
+# A big vault can match a pattern thousands of times; the person reviews insights one by one in a chat, so
+# each run keeps only the most confident new or refreshed ones per pattern (the rest wait for later runs).
+MAX_PER_PATTERN = 25
+_ACTIONS = {"approve": APPROVED, "approved": APPROVED, "dismiss": DISMISSED, "dismissed": DISMISSED}
+_WORD = re.compile(r"\w+")
+
+
+async def reflect(rt: Runtime, patterns: Sequence[str] | None = None) -> ReflectResult:
+    """Look for patterns across the graph and keep what they find as pending insights.
+
+    `patterns` names the patterns to run (all by default); unknown names raise `ReflectError`. Requested
+    patterns whose preconditions the graph does not meet are listed in `skipped_patterns`.
+    """
+    selected = select_patterns(patterns)
+    await restore_decisions(rt)
+    await record_missing_decisions(rt)
+    nodes, edges = await rt.store.read(insights_sql.snapshot)
+    now = time.time()
+    # Building the graph and matching is pure CPU work: keep it off the event loop that serves MCP requests.
+    ran, skipped, findings = await asyncio.to_thread(
+        lambda: run_patterns(build_graph(nodes, edges), selected, now)
+    )
+    known = await rt.store.read(insights_sql.statuses)
+    proposals, found = _proposals(findings, known)
+    outcome = await rt.store.write(insights_sql.save_proposals, ran, proposals, found, utc_now())
+    await rt.store.write(insights_sql.reset_counter, REMEMBERS_KEY)
+    if outcome.withdrawn:
+        log.info("reflect withdrew %d pending insights whose evidence is gone", outcome.withdrawn)
+    rows = await rt.store.read(insights_sql.insights_by_keys, [*outcome.created, *outcome.kept])
+    rows.sort(key=lambda r: (-r.confidence, r.title, r.key))
+    return ReflectResult(len(outcome.created), [_summary(r) for r in rows], skipped)
+
+
+def _proposals(findings: Sequence[Finding], known: dict[str, str]) -> tuple[list[Proposal], set[str]]:
+    """Undecided findings as proposals (at most MAX_PER_PATTERN per pattern), and every undecided key found."""
+    best: dict[str, Proposal] = {}
+    for f in findings:
+        key = keys.insight_key(f.pattern, f.anchors)
+        if known.get(key, PENDING) != PENDING:
+            continue  # approved or dismissed: the person's decision stands
+        proposal = Proposal(key, keys.insight_id(key), f.pattern, f.title, f.body, f.confidence, f.entities)
+        if key not in best or proposal.confidence > best[key].confidence:
+            best[key] = proposal
+    ranked = sorted(best.values(), key=lambda p: (p.pattern, -p.confidence, p.title, p.key))
+    kept: list[Proposal] = []
+    per_pattern: dict[str, int] = {}
+    for p in ranked:
+        per_pattern[p.pattern] = per_pattern.get(p.pattern, 0) + 1
+        if per_pattern[p.pattern] <= MAX_PER_PATTERN:
+            kept.append(p)
+    return kept, set(best)
+
+
+async def surface_insights(rt: Runtime, limit: int = 5, query: str | None = None) -> list[InsightView]:
+    """Pending insights for the person to review, most confident first; with `query`, those that match it
+    (in title, body or entity names) come first."""
+    rows = await rt.store.read(insights_sql.pending_insights)
+    nodes = await rt.store.read(insights_sql.entity_nodes, [i for r in rows for i in r.entities])
+    views = [
+        InsightView(
+            r.id,
+            r.title,
+            r.body,
+            r.pattern,
+            r.confidence,
+            [EntityRef(n.id, n.label, n.name) for n in (nodes.get(i) for i in r.entities) if n is not None],
+        )
+        for r in rows
+    ]
+    if query and query.strip():
+        terms = _words(query)
+        views.sort(key=lambda v: (-_relevance(terms, v), -v.confidence))
+    return views[: max(1, limit)]
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) > 2}
+
+
+def _relevance(terms: set[str], view: InsightView) -> float:
+    """Share of the query's words found in the insight (a word also matches as a prefix: "course" ~ "courses")."""
+    if not terms:
+        return 0.0
+    words = _words(" ".join([view.title, view.body, *(e.name for e in view.entities)]))
+    hits = sum(1 for t in terms if t in words or any(w.startswith(t) for w in words))
+    return hits / len(terms)
+
+
+async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDecision:
+    """Approve or dismiss a pending insight (`action` is "approve" or "dismiss"), and record the decision in
+    the vault. Repeating the same decision is harmless; reversing one raises `InsightAlreadyDecided`."""
+    wanted = _ACTIONS.get(str(action).strip().lower())
+    if wanted is None:
+        raise InsightError(f"unknown action {action!r}; use 'approve' or 'dismiss'")
+    row = await _get(rt, insight_id)
+    if row.status == PENDING:
+        await rt.store.write(insights_sql.set_status, row.id, wanted, utc_now())
+        row = await _get(rt, insight_id)
+    elif row.status != wanted:
+        raise InsightAlreadyDecided(_reversal_message(row))
+    try:
+        await (record_approval(rt, row) if wanted == APPROVED else record_dismissal(rt, row))
+    except VaultError as exc:
+        # The decision holds in the database; only its vault record (what survives a rebuild) is missing.
+        log.warning("insight %s is %s, but recording it in the vault failed: %s", row.id, row.status, exc)
+    return InsightDecision(row.id, row.status)
+
+
+def _reversal_message(row: InsightRow) -> str:
+    when = (row.decided_at or "")[:10]
+    if row.status == APPROVED:
+        return (
+            f"insight {row.id} was approved on {when}; to retract it, set `insight_status: dismissed` in its "
+            "note in the Insights folder, and the next reflect will take that decision"
+        )
+    return f"insight {row.id} was dismissed on {when}; dismissed insights stay dismissed and are not proposed again"
+
+
+async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str | None = None) -> list[str]:
+    """Write an approved insight into the notes of its entities, or into `target_note` (vault-relative).
+
+    Returns the notes that carry the insight's section; writing again changes no byte and returns the same
+    list. Not approved -> `InsightNotApproved`.
+    """
+    row = await _get(rt, insight_id)
+    if row.status != APPROVED:
+        raise InsightNotApproved(
+            f"insight {row.id} is pending: approve it first with engrama_approve_insight (only approved "
+            "insights are written into notes)"
+            if row.status == PENDING
+            else f"insight {row.id} was dismissed; only approved insights are written into notes"
+        )
+    return await write_back(rt, row, target_note)
+
+
+async def pending_insights_for(rt: Runtime, node_ids: Sequence[str], limit: int = 3) -> list[InsightSummary]:
+    """Pending insights about any of `node_ids` (e.g. the nodes a search found), most confident first."""
+    rows = await rt.store.read(insights_sql.pending_about, list(node_ids), max(1, limit))
+    return [_summary(r) for r in rows]
+
+
+async def note_remembered(rt: Runtime) -> None:
+    """Count one remember since the last reflect (the remember tool calls this)."""
+    await rt.store.write(insights_sql.bump_counter, REMEMBERS_KEY)
+
+
+async def proactive_hint(rt: Runtime) -> str | None:
+    """A nudge to run reflect after enough new memories, else None."""
+    count = await rt.store.read(insights_sql.read_counter, REMEMBERS_KEY)
+    if count < HINT_AFTER_REMEMBERS:
+        return None
+    return (
+        f"{count} things were remembered since the last reflect: call engrama_reflect to look for patterns "
+        "across them, then show the person what it found with engrama_surface_insights."
+    )
+
+
+async def _get(rt: Runtime, insight_id: str) -> InsightRow:
+    row = await rt.store.read(insights_sql.get_insight, str(insight_id).strip())
+    if row is None:
+        raise InsightNotFound(
+            f"no insight has id {insight_id!r}; call engrama_surface_insights to list pending insights with "
+            "their ids (they look like ins-1a2b3c4d5e6f), or engrama_reflect to look for new ones"
+        )
+    return row
+
+
+def _summary(row: InsightRow) -> InsightSummary:
+    return InsightSummary(row.id, row.title, row.pattern, row.confidence)

@@ -1,0 +1,112 @@
+"""Writing an approved insight into notes: a marked section appended to each note it concerns.
+
+The section goes into the notes of the insight's entities (or into one `target_note`), through the safe
+writer: a pure edit function, compare-and-swap, re-run on the new bytes when the note changed meanwhile. A note
+that already carries the section is left byte-identical, so writing twice changes nothing. After each write
+the note is re-synced, so the graph records the new checksum (and the watcher sees no change of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from server.reflect import render
+from server.reflect.errors import InsightWriteError
+from server.reflect.records import entity_links, record_approval, writable_sync
+from server.runtime import Runtime
+from server.store import insights_sql
+from server.store.insights_sql import InsightRow
+from vault_sync.errors import PathOutsideVault, VaultError
+from vault_sync.frontmatter import decode_note, read_frontmatter
+from vault_sync.insight_section import append_section
+from vault_sync.paths import classify, resolve_in_vault, to_rel
+from vault_sync.reconcile import VaultSync
+from vault_sync.writer import edit_note
+
+log = logging.getLogger(__name__)
+
+
+async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> list[str]:
+    """Append the insight's section to its entities' notes (or `target_note`); also make sure the insight has
+    its own note. Returns the vault paths that carry the section after the call, sorted: the same list on
+    every call, whether this call wrote them or an earlier one did."""
+    sync = _require_vault(rt)
+    entities = await entity_links(rt, row.entities)
+    if target_note is not None:
+        targets = [_checked_target(sync, target_note)]
+    else:
+        targets = sorted({e.path for e in entities if e.path})
+        if not targets:
+            raise InsightWriteError(
+                f"none of the entities of insight {row.id} has a note in the vault; pass target_note "
+                "(a vault-relative path such as Notes/Ideas.md) to write it there"
+            )
+    holding = []
+    for rel in targets:
+        try:
+            holding.append(await _append_to(rt, sync, rel, row, entities))
+        except FileNotFoundError:
+            if target_note is not None:
+                raise InsightWriteError(
+                    f"{rel} does not exist; create the note first, or leave target_note out to write the "
+                    "insight into the notes of its entities"
+                ) from None
+            log.warning("insight %s: %s is gone from the vault; skipped", row.id, rel)
+        except VaultError as exc:  # malformed, unreadable, kept changing, or a symlink out of the vault
+            if target_note is not None:
+                raise InsightWriteError(f"cannot write into {rel}: {exc}") from None
+            log.warning("insight %s: not written into %s: %s", row.id, rel, exc)
+    await record_approval(rt, row)
+    await rt.store.write(insights_sql.record_written, row.id, holding)
+    return sorted(set(holding))
+
+
+def _require_vault(rt: Runtime) -> VaultSync:
+    if rt.sync is None:
+        raise InsightWriteError(
+            "no vault configured: start engrama-vault with --vault PATH (or ENGRAMA_VAULT) to write insights"
+        )
+    sync = writable_sync(rt)
+    if sync is None:
+        raise InsightWriteError(
+            "another engrama-vault process holds this vault and does the writing; try again from it, or once "
+            "it has exited"
+        )
+    return sync
+
+
+def _checked_target(sync: VaultSync, target_note: str) -> str:
+    """`target_note` as a normalised vault path of a note; refuses paths that leave the vault."""
+    rel = target_note.strip()
+    if not rel.lower().endswith(".md"):
+        rel += ".md"
+    try:
+        rel = to_rel(sync.root, resolve_in_vault(sync.root, rel))
+    except PathOutsideVault as exc:
+        raise InsightWriteError(str(exc)) from None
+    if classify(rel) != "note":
+        raise InsightWriteError(
+            f"{target_note!r} is not a note engrama may write (hidden folders such as .obsidian are off "
+            "limits); give a path like Notes/Ideas.md"
+        )
+    return rel
+
+
+async def _append_to(
+    rt: Runtime, sync: VaultSync, rel: str, row: InsightRow, entities: Sequence[render.EntityLink]
+) -> str:
+    """Append the section to one note (no-op when present); returns the path of the file that holds it."""
+    markdown = render.section_markdown(row, entities, rel)
+
+    def edit(data: bytes) -> bytes:
+        decode_note(data, source=rel)
+        read_frontmatter(data, source=rel)  # a note that does not parse is reported, never edited
+        return append_section(data, row.key, markdown)
+
+    expected = await rt.store.read(insights_sql.node_checksum, rel)
+    result = await asyncio.to_thread(edit_note, sync.root, rel, edit, expected_checksum=expected)
+    if result.changed:
+        await sync.sync_path(result.path)
+    return result.path

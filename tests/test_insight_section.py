@@ -1,0 +1,84 @@
+"""Insight sections and the dismissed list: pure byte edits that only ever append, and only once."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vault_sync.insight_section import (
+    append_list_item,
+    append_section,
+    find_section,
+    listed_keys,
+    section_keys,
+)
+
+KEY = "shared_technology/0123456789abcdef"
+INSIDE = "> [!tip] Insight: SQLite everywhere\n> Both use it."
+
+
+def test_section_is_appended_after_a_blank_line() -> None:
+    note = b"---\nengrama_id: x\n---\nMy own words.\n"
+    out = append_section(note, KEY, INSIDE)
+    assert out.startswith(note)
+    assert out[len(note) :] == (
+        b"\n<!-- engrama:insight shared_technology/0123456789abcdef -->\n"
+        b"> [!tip] Insight: SQLite everywhere\n> Both use it.\n<!-- /engrama:insight -->\n"
+    )
+    assert section_keys(out) == [KEY]
+
+
+def test_appending_twice_changes_nothing() -> None:
+    once = append_section(b"text\n", KEY, INSIDE)
+    assert append_section(once, KEY, "different words this time") == once
+
+
+def test_crlf_notes_get_crlf_sections_and_bom_stays() -> None:
+    note = b"\xef\xbb\xbf---\r\na: 1\r\n---\r\nBody\r\n"
+    out = append_section(note, KEY, INSIDE)
+    assert out.startswith(note)
+    assert b"\n" not in out[len(note) :].replace(b"\r\n", b"")
+
+
+def test_a_note_without_final_newline_keeps_its_last_line() -> None:
+    out = append_section(b"last line", KEY, INSIDE)
+    assert out.startswith(b"last line\n\n<!-- engrama:insight ")
+
+
+def test_find_section_spans_markers_and_tolerates_a_deleted_end_marker() -> None:
+    out = append_section(b"text\n", KEY, INSIDE)
+    start, end = find_section(out, KEY)
+    assert out[start:end].startswith(b"<!-- engrama:insight") and out[start:end].endswith(b"-->")
+    cut = out.replace(b"<!-- /engrama:insight -->\n", b"")
+    assert find_section(cut, KEY) == (start, len(cut))
+    assert append_section(cut, KEY, INSIDE) == cut
+    assert find_section(out, "concept_clustering/0123456789abcdef") is None
+
+
+def test_sections_of_other_insights_do_not_count() -> None:
+    other = append_section(b"text\n", "stale_knowledge/aaaaaaaaaaaaaaaa", INSIDE)
+    both = append_section(other, KEY, INSIDE)
+    assert both.startswith(other) and section_keys(both) == ["stale_knowledge/aaaaaaaaaaaaaaaa", KEY]
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "x-->y", "a--b", "x\ny", "<b>"])
+def test_keys_that_could_break_the_comment_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        append_section(b"", bad, INSIDE)
+
+
+def test_dismissed_list_items_are_added_once() -> None:
+    note = b"---\nname: Dismissed insights\n---\nIntro.\n\n"
+    out = append_list_item(note, KEY, "2025-06-01 · Shared technology: SQLite")
+    assert out == note + b"- 2025-06-01 \xc2\xb7 Shared technology: SQLite \xc2\xb7 `" + KEY.encode() + b"`\n"
+    assert append_list_item(out, KEY, "again") == out
+    assert listed_keys(out) == {KEY}
+
+
+@given(st.binary(max_size=300), st.text(max_size=80))
+def test_append_keeps_every_original_byte_and_is_idempotent(data: bytes, words: str) -> None:
+    out = append_section(data, KEY, words)
+    assert out.startswith(data)
+    assert find_section(out, KEY) is not None
+    assert append_section(out, KEY, words) == out

@@ -1,0 +1,212 @@
+"""An insight's life: stable identity across runs, decisions from the chat, decisions that survive a rebuild,
+and the proactive hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_reflect_support import VaultBuilder, synced
+
+from server.reflect.service import (
+    InsightAlreadyDecided,
+    InsightError,
+    InsightNotFound,
+    decide_insight,
+    note_remembered,
+    pending_insights_for,
+    proactive_hint,
+    reflect,
+    surface_insights,
+)
+from server.store import insights_sql
+
+
+def two_projects_on_sqlite(vault: Path) -> VaultBuilder:
+    b = VaultBuilder(vault)
+    b.note("Technologies", "SQLite", "Technology")
+    b.note("Technologies", "Redis", "Technology")
+    b.note("Projects", "Alpha", "Project", relations={"USES": ["SQLite", "Redis"]})
+    b.note("Projects", "Beta", "Project", relations={"USES": ["SQLite", "Redis"]})
+    return b
+
+
+async def status_of(rt, insight_id: str) -> str:
+    row = await rt.store.read(insights_sql.get_insight, insight_id)
+    return row.status
+
+
+async def test_reflect_twice_keeps_one_insight_per_key(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        first = await reflect(rt)
+        second = await reflect(rt)
+        pending = await surface_insights(rt, limit=50)
+    assert first.created == 2 and second.created == 0
+    assert [i.id for i in first.insights] == [i.id for i in second.insights]
+    assert len(pending) == 2
+
+
+async def test_a_pending_insight_follows_its_counts_under_the_same_id(vault, db_path) -> None:
+    b = two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        [before] = [i for i in (await reflect(rt)).insights if "SQLite" in i.title]
+    b.note("Projects", "Gamma", "Project", relations={"USES": ["SQLite"]})
+    async with synced(vault, db_path) as rt:
+        result = await reflect(rt)
+        [after] = [i for i in result.insights if "SQLite" in i.title]
+    assert result.created == 0
+    assert after.id == before.id
+    assert (before.title, after.title) == (
+        "Shared technology: 2 entities build on SQLite",
+        "Shared technology: 3 entities build on SQLite",
+    )
+    assert after.confidence > before.confidence
+
+
+async def test_approved_and_dismissed_insights_are_never_reset_or_revived(vault, db_path) -> None:
+    b = two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insights = {i.title.split()[-1]: i for i in (await reflect(rt)).insights}
+        await decide_insight(rt, insights["SQLite"].id, "approve")
+        await decide_insight(rt, insights["Redis"].id, "dismiss")
+    b.note("Projects", "Gamma", "Project", relations={"USES": ["SQLite", "Redis"]})
+    async with synced(vault, db_path) as rt:
+        result = await reflect(rt)
+        assert result.created == 0 and result.insights == []
+        assert await surface_insights(rt) == []
+        approved = await rt.store.read(insights_sql.get_insight, insights["SQLite"].id)
+        assert approved.status == "approved"
+        assert approved.title == "Shared technology: 2 entities build on SQLite"  # as the person approved it
+        assert await status_of(rt, insights["Redis"].id) == "dismissed"
+
+
+async def test_a_pending_insight_whose_evidence_is_gone_is_withdrawn(vault, db_path) -> None:
+    b = two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        assert (await reflect(rt)).created == 2
+    beta = vault / b.paths["Beta"]
+    beta.write_text(beta.read_text(encoding="utf-8").replace(", '[[Redis]]'", ""), encoding="utf-8")
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        titles = [v.title for v in await surface_insights(rt, limit=10)]
+    assert titles == ["Shared technology: 2 entities build on SQLite"]
+
+
+async def test_deciding_needs_a_known_id_and_a_known_action(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        [one, _] = (await reflect(rt)).insights
+        with pytest.raises(InsightNotFound, match="engrama_surface_insights"):
+            await decide_insight(rt, "ins-000000000000", "approve")
+        with pytest.raises(InsightError, match="'approve' or 'dismiss'"):
+            await decide_insight(rt, one.id, "maybe")
+        assert (await decide_insight(rt, one.id, "approve")).status == "approved"
+        assert (await decide_insight(rt, one.id, "approve")).status == "approved"  # harmless again
+        with pytest.raises(InsightAlreadyDecided, match="insight_status: dismissed"):
+            await decide_insight(rt, one.id, "dismiss")
+
+
+async def test_decisions_survive_deleting_and_rebuilding_the_database(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insights = {i.title.split()[-1]: i for i in (await reflect(rt)).insights}
+        await decide_insight(rt, insights["SQLite"].id, "approve")
+        await decide_insight(rt, insights["Redis"].id, "dismiss")
+    own_note = vault / "Insights" / "Shared technology - 2 entities build on SQLite.md"
+    text = own_note.read_text(encoding="utf-8")
+    assert "insight_status: approved" in text and "insight_key: shared_technology/" in text
+    dismissed = (vault / "Insights" / "Dismissed insights.md").read_text(encoding="utf-8")
+    assert "Shared technology: 2 entities build on Redis" in dismissed
+    for side in db_path.parent.glob(db_path.name + "*"):
+        side.unlink()
+    async with synced(vault, db_path) as rt:
+        result = await reflect(rt)
+        assert result.created == 0 and await surface_insights(rt) == []
+        approved = await rt.store.read(insights_sql.get_insight, insights["SQLite"].id)
+        assert approved.status == "approved"
+        assert approved.body.startswith("Alpha and Beta use, teach or are built from SQLite.")
+        assert set(approved.entities) == {n.id for n in await rt.store.find_nodes("Alpha")} | {
+            n.id for n in await rt.store.find_nodes("Beta")
+        } | {n.id for n in await rt.store.find_nodes("SQLite")}
+        assert await status_of(rt, insights["Redis"].id) == "dismissed"
+
+
+async def test_editing_insight_status_in_the_note_retracts_an_approval(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one = (await reflect(rt)).insights[0]
+        await decide_insight(rt, one.id, "approve")
+    [note] = [p for p in (vault / "Insights").glob("*.md") if "Dismissed" not in p.name]
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("insight_status: approved", "insight_status: dismissed"),
+        encoding="utf-8",
+    )
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        assert await status_of(rt, one.id) == "dismissed"
+
+
+async def test_surface_ranks_insights_matching_the_query_first(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        by_query = await surface_insights(rt, limit=5, query="what about redis?")
+        limited = await surface_insights(rt, limit=1)
+    assert by_query[0].title.endswith("Redis") and len(by_query) == 2
+    assert len(limited) == 1
+    assert {e.name for e in by_query[0].entities} == {"Redis", "Alpha", "Beta"}
+
+
+async def test_search_results_get_the_pending_insights_about_their_nodes(vault, db_path) -> None:
+    b = two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        about_redis = await pending_insights_for(rt, [b.ids["Redis"]])
+        about_alpha = await pending_insights_for(rt, [b.ids["Alpha"]], limit=3)
+        about_nothing = await pending_insights_for(rt, ["no-such-node"])
+    assert [i.title for i in about_redis] == ["Shared technology: 2 entities build on Redis"]
+    assert len(about_alpha) == 2 and about_nothing == []
+
+
+async def test_proactive_hint_after_ten_remembers_until_reflect(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        for _ in range(9):
+            await note_remembered(rt)
+        assert await proactive_hint(rt) is None
+        await note_remembered(rt)
+        hint = await proactive_hint(rt)
+        assert hint is not None and "engrama_reflect" in hint and "10 things" in hint
+        await reflect(rt)
+        assert await proactive_hint(rt) is None
+
+
+async def test_a_decision_taken_without_the_vault_lease_is_recorded_by_the_next_reflect(
+    vault, db_path
+) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insights = {i.title.split()[-1]: i for i in (await reflect(rt)).insights}
+        rt.require_sync().writable = False  # another process holds the vault: the database only
+        await decide_insight(rt, insights["SQLite"].id, "approve")
+        await decide_insight(rt, insights["Redis"].id, "dismiss")
+        assert not (vault / "Insights").exists()
+        rt.require_sync().writable = True  # the lease comes to this process
+        await reflect(rt)
+    assert (vault / "Insights" / "Shared technology - 2 entities build on SQLite.md").exists()
+    dismissed = (vault / "Insights" / "Dismissed insights.md").read_text(encoding="utf-8")
+    assert "Shared technology: 2 entities build on Redis" in dismissed
+
+
+async def test_a_deleted_insight_note_is_not_written_again(vault, db_path) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one = (await reflect(rt)).insights[0]
+        await decide_insight(rt, one.id, "approve")
+    [note] = [p for p in (vault / "Insights").glob("*.md")]
+    note.unlink()
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        assert await status_of(rt, one.id) == "approved"
+    assert not note.exists()

@@ -1,0 +1,157 @@
+"""Writing approved insights into notes: only when approved, once, around the person's bytes, into the graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_reflect_support import VaultBuilder, synced
+
+from server.reflect.service import (
+    InsightNotApproved,
+    InsightWriteError,
+    decide_insight,
+    reflect,
+    write_insight_to_vault,
+)
+from vault_sync.checksum import sha256_hex
+
+
+def shared_sqlite(vault: Path) -> VaultBuilder:
+    b = VaultBuilder(vault)
+    b.note("Technologies", "SQLite", "Technology")
+    b.note("Projects", "Alpha", "Project", relations={"USES": ["SQLite"]}, body="Alpha's own words.\n\nMore.")
+    b.note("Projects", "Beta", "Project", relations={"USES": ["SQLite"]})
+    return b
+
+
+async def approved_insight(rt) -> str:
+    [insight] = (await reflect(rt, ["shared_technology"])).insights
+    await decide_insight(rt, insight.id, "approve")
+    return insight.id
+
+
+async def test_write_appends_a_marked_section_once(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    before = {name: b.read(name) for name in ("Alpha", "Beta", "SQLite")}
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        written = await write_insight_to_vault(rt, insight_id)
+        after_first = {name: b.read(name) for name in before}
+        again = await write_insight_to_vault(rt, insight_id)
+        after_second = {name: b.read(name) for name in before}
+    assert written == again == sorted(b.paths[n] for n in ("Alpha", "Beta", "SQLite"))
+    assert after_second == after_first  # byte-identical: writing again changes nothing
+    for name, data in after_first.items():
+        assert data.startswith(before[name])  # the person's bytes are untouched
+        added = data[len(before[name]) :].decode("utf-8")
+        assert added.startswith("\n<!-- engrama:insight shared_technology/")
+        assert added.endswith("<!-- /engrama:insight -->\n")
+        assert "Insight: Shared technology: 2 entities build on SQLite" in added
+        assert "Confidence 0.48 · approved 20" in added
+    alpha_section = after_first["Alpha"].decode("utf-8")
+    assert "[[Projects/Beta|Beta]]" in alpha_section and "[[Technologies/SQLite|SQLite]]" in alpha_section
+    assert "[[Projects/Alpha|Alpha]]" not in alpha_section  # a note never links to itself
+
+
+async def test_the_graph_records_what_was_written(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        await write_insight_to_vault(rt, await approved_insight(rt))
+        state = await rt.store.file_state(b.paths["Alpha"])
+        [alpha] = await rt.store.find_nodes("Alpha")
+        neighbours = {n.node.name for n in await rt.store.neighbours(alpha.id)}
+        named_alpha = await rt.store.find_nodes("Alpha")
+    assert state is not None and state.checksum == sha256_hex(b.read("Alpha"))
+    assert "Beta" in neighbours  # the section's wikilinks joined the graph
+    assert [n.status for n in named_alpha] == ["active"]  # no stub from a link to itself
+
+
+def about_names(conn, node_id: str) -> list[str]:
+    sql = "select n.name from edges e join nodes n on n.id = e.target where e.source = ? and e.type = 'ABOUT'"
+    return [r[0] for r in conn.execute(sql, (node_id,))]
+
+
+async def test_an_approved_insight_has_a_note_of_its_own_in_the_graph(vault, db_path) -> None:
+    shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        await approved_insight(rt)
+        [node] = await rt.store.find_nodes("Shared technology: 2 entities build on SQLite", "Insight")
+        about = set(await rt.store.read(about_names, node.id))
+    assert node.path == "Insights/Shared technology - 2 entities build on SQLite.md"
+    assert (
+        node.properties["insight_status"] == "approved" and node.properties["pattern"] == "shared_technology"
+    )
+    assert {"insight_key", "confidence", "decided_at"} <= set(node.properties)
+    assert about == {"SQLite", "Alpha", "Beta"}
+
+
+async def test_only_approved_insights_are_written(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        [insight] = (await reflect(rt, ["shared_technology"])).insights
+        with pytest.raises(InsightNotApproved, match="approve it first with engrama_approve_insight"):
+            await write_insight_to_vault(rt, insight.id)
+        await decide_insight(rt, insight.id, "dismiss")
+        with pytest.raises(InsightNotApproved, match="dismissed"):
+            await write_insight_to_vault(rt, insight.id)
+    assert b"engrama:insight" not in b.read("Alpha")
+
+
+async def test_target_note_receives_the_section_alone(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    b.note("Notes", "Ideas", body="My ideas.")
+    alpha = b.read("Alpha")
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        assert await write_insight_to_vault(rt, insight_id, target_note="Notes/Ideas") == ["Notes/Ideas.md"]
+    assert b"<!-- engrama:insight " in b.read("Ideas") and b.read("Alpha") == alpha
+
+
+@pytest.mark.parametrize("target", ["../outside.md", "/etc/passwd", "Notes/../../x.md", ".obsidian/app.md"])
+async def test_target_notes_outside_the_vault_are_refused(vault, db_path, target) -> None:
+    shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        with pytest.raises(InsightWriteError):
+            await write_insight_to_vault(rt, insight_id, target_note=target)
+
+
+async def test_a_missing_target_note_is_reported(vault, db_path) -> None:
+    shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        with pytest.raises(InsightWriteError, match="does not exist"):
+            await write_insight_to_vault(rt, insight_id, target_note="Notes/Nope.md")
+
+
+async def test_a_note_edited_since_the_last_sync_is_written_on_its_new_bytes(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        edited = b.read("Alpha") + b"A line the person just typed.\n"
+        (vault / b.paths["Alpha"]).write_bytes(edited)  # the graph still has the old checksum
+        await write_insight_to_vault(rt, insight_id)
+    assert b.read("Alpha").startswith(edited)
+
+
+async def test_crlf_notes_keep_their_line_endings(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    path = vault / b.paths["Beta"]
+    crlf = path.read_bytes().replace(b"\n", b"\r\n")
+    path.write_bytes(crlf)
+    async with synced(vault, db_path) as rt:
+        await write_insight_to_vault(rt, await approved_insight(rt))
+    data = path.read_bytes()
+    assert data.startswith(crlf) and data.count(b"\n") == data.count(b"\r\n")
+
+
+async def test_malformed_notes_are_skipped_not_edited(vault, db_path) -> None:
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        broken = b"---\nengrama_id: [unclosed\n---\nBody\n"
+        (vault / b.paths["Beta"]).write_bytes(broken)
+        written = await write_insight_to_vault(rt, insight_id)
+    assert b.paths["Beta"] not in written and b.read("Beta") == broken
+    assert b.paths["Alpha"] in written
