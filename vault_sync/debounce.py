@@ -34,6 +34,9 @@ K = TypeVar("K", bound=Hashable)
 DEFAULT_QUIET = 0.15  # seconds; long enough to swallow an editor's save burst, short enough to feel live
 STORM_THRESHOLD = 2000  # pending paths above which one walk of the vault beats reconciling them one by one
 WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
+# A safety net for events lost without a signal (watchdog reports overflows only on inotify): a walk that
+# finds nothing changed costs one stat per note, so every 15 minutes is cheap even for a large vault.
+RESCAN_EVERY = 900.0
 
 
 class Debouncer(Generic[K]):
@@ -107,11 +110,13 @@ class LiveReconciler:
         watch: bool = True,
         quiet: float = DEFAULT_QUIET,
         storm_threshold: int = STORM_THRESHOLD,
+        rescan_every: float = RESCAN_EVERY,
         on_update: Callable[[], None] = lambda: None,
     ) -> None:
         self.sync = sync
         self.watch = watch
         self.storm_threshold = storm_threshold
+        self.rescan_every = rescan_every
         self.last_reconcile_at: datetime | None = None
         self.full_passes = 0  # how many full passes ran (status and tests)
         self._on_update = on_update
@@ -120,6 +125,7 @@ class LiveReconciler:
         self._next_watch_attempt = 0.0
         self._pass_wanted = False
         self._pass_left = 0
+        self._last_pass = time.monotonic()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -153,6 +159,12 @@ class LiveReconciler:
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until nothing is pending and no reconcile runs; raises TimeoutError after `timeout` seconds."""
         await asyncio.wait_for(self._idle.wait(), timeout)
+
+    def tick(self) -> None:
+        """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then."""
+        self.ensure_watching()
+        if not self._pass_wanted and time.monotonic() - self._last_pass > self.rescan_every:
+            self.request_full_pass("periodic safety rescan")
 
     def ensure_watching(self) -> bool:
         """(Re)start the watcher if it is not running; a restart is followed by a rescan. True when watching."""
@@ -258,6 +270,7 @@ class LiveReconciler:
             await self.sync.sync_path(path)
 
     async def _full_pass(self) -> None:
+        self._last_pass = time.monotonic()
         try:
             report = await self.sync.sync_vault(progress=self._progress)
         finally:

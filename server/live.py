@@ -1,0 +1,171 @@
+"""Live sync for the server's lifespan: the vault lease, the file watcher, start-up catch-up, status facts.
+
+    async with live_sync(rt) as live:
+        ...  # serve MCP requests
+
+One process per vault holds the lease (`vault_sync.lease`): it watches the vault, reconciles every change and
+may write into notes. Every other process on the same vault and database is a follower: it serves reads from
+the shared database, never touches a file (`rt.sync.writable = False`), and retries the lease every second,
+so when the holder exits — even by SIGKILL, which releases the OS lock — a follower takes over within a few
+seconds: it becomes writable, starts the watcher and runs a catch-up reconcile of the whole vault.
+
+Entering the context never waits for a reconcile: the catch-up pass runs in the background while MCP
+`initialize` is answered, and `rt.state` tells `engrama_status` how far it got:
+
+- `lease`: "holder" or "follower";
+- `watching`: the file watcher is running;
+- `pending`: paths waiting to be reconciled (notes left in a running full pass included);
+- `last_reconcile_at`: when a reconcile last finished (ISO 8601, UTC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+from server.runtime import Runtime
+from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
+from vault_sync.lease import VaultLease
+
+log = logging.getLogger(__name__)
+
+Role = Literal["holder", "follower", "off"]
+LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
+TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"  # the store's timestamp format
+
+
+class LiveSync:
+    """The live side of one runtime: lease holder (watching, reconciling) or follower (waiting to take over)."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        quiet: float = DEFAULT_QUIET,
+        storm_threshold: int = STORM_THRESHOLD,
+        retry: float = LEASE_RETRY,
+    ) -> None:
+        self.rt = rt
+        self.lease = VaultLease.for_database(rt.settings.db_path)
+        self.reconciler: LiveReconciler | None = None
+        self._quiet = quiet
+        self._storm_threshold = storm_threshold
+        self._retry = retry
+        self._supervisor: asyncio.Task[None] | None = None
+        self._running = False
+        self._last_error: str | None = None
+
+    @property
+    def role(self) -> Role:
+        if self.rt.sync is None or not self._running:
+            return "off"
+        return "holder" if self.reconciler is not None else "follower"
+
+    @property
+    def is_holder(self) -> bool:
+        return self.role == "holder"
+
+    async def start(self) -> None:
+        """Take the lease or become a follower; returns at once (catch-up runs in the background)."""
+        if self.rt.sync is None:
+            return
+        self._running = True
+        try:
+            acquired = self.lease.try_acquire()
+        except OSError as exc:  # e.g. the data folder is read-only: serve reads, keep trying
+            log.error("cannot open the vault lease %s (%s); serving reads only", self.lease.path, exc)
+            acquired = False
+        if acquired:
+            await self._become_holder()
+        else:
+            self.rt.sync.writable = False
+            log.info("another process (pid %s) holds the vault lease; serving reads", self.lease.holder_pid())
+        self._publish()
+        self._supervisor = asyncio.create_task(self._supervise(), name="engrama-lease")
+
+    async def stop(self) -> None:
+        """Stop the watcher and every task, then release the lease so a follower can take over."""
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        if self.reconciler is not None:
+            await self.reconciler.stop()
+            self.reconciler = None
+        self.lease.release()
+        if self._running:
+            self._running = False
+            self.rt.state.update(lease="off", watching=False, pending=0)
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until the holder has nothing pending (returns at once on a follower)."""
+        if self.reconciler is not None:
+            await self.reconciler.wait_idle(timeout)
+
+    async def _become_holder(self) -> None:
+        assert self.rt.sync is not None
+        self.rt.sync.writable = True
+        self.reconciler = LiveReconciler(
+            self.rt.sync,
+            watch=self.rt.settings.watch,
+            quiet=self._quiet,
+            storm_threshold=self._storm_threshold,
+            on_update=self._publish,
+        )
+        await self.reconciler.start()
+
+    async def _supervise(self) -> None:
+        """Followers retry the lease; the holder keeps its watcher alive. Once per `retry` seconds, cheaply."""
+        while True:
+            await asyncio.sleep(self._retry)
+            try:
+                if self.reconciler is None:
+                    if self.lease.try_acquire():
+                        log.info("the vault lease was free; this process now watches and writes the vault")
+                        await self._become_holder()
+                else:
+                    self.reconciler.tick()
+            except OSError as exc:  # e.g. a read-only data folder; try again next tick, say so once
+                if str(exc) != self._last_error:
+                    log.warning("cannot take the vault lease %s: %s; retrying", self.lease.path, exc)
+                self._last_error = str(exc)
+            except Exception:  # the outermost handler of a task that must outlive any one failure
+                log.exception("live sync upkeep failed; retrying in %.0f s", self._retry)
+            else:
+                self._last_error = None
+            self._publish()
+
+    def _publish(self) -> None:
+        """Copy the live facts into `rt.state`, where `engrama_status` reads them."""
+        state, rec = self.rt.state, self.reconciler
+        state["lease"] = self.role
+        state["watching"] = rec.watching if rec else False
+        state["pending"] = rec.pending if rec else 0
+        if rec is not None and rec.last_reconcile_at is not None:
+            state["last_reconcile_at"] = rec.last_reconcile_at.strftime(TIMESTAMP)
+
+
+@asynccontextmanager
+async def live_sync(
+    rt: Runtime,
+    *,
+    quiet: float = DEFAULT_QUIET,
+    storm_threshold: int = STORM_THRESHOLD,
+    retry: float = LEASE_RETRY,
+) -> AsyncIterator[LiveSync]:
+    """Keep the graph in step with the vault for as long as the context is open (the server's lifespan).
+
+    Returns at once: the start-up catch-up runs in the background. With no vault configured it does nothing.
+    The keyword arguments tune the timings (debounce window, storm threshold, lease retry) for tests.
+    """
+    live = LiveSync(rt, quiet=quiet, storm_threshold=storm_threshold, retry=retry)
+    await live.start()
+    try:
+        yield live
+    finally:
+        await live.stop()

@@ -1,0 +1,368 @@
+"""Live sync on a real temporary vault with the real watchdog observer: every save style reaches the graph."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import inspect
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.live import LiveSync, live_sync
+from server.runtime import Runtime, open_runtime
+from server.settings import Settings
+from server.status import build_status
+from vault_sync import watch
+from vault_sync.debounce import LiveReconciler
+
+ID_LINE = re.compile(r"^engrama_id: (\S+)$", re.MULTILINE)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads() -> Iterator[None]:
+    """Fail a test that leaves a thread running (watcher threads must be stopped and joined)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 3
+    while leaked := [
+        t for t in threading.enumerate() if t not in before and not t.name.startswith("asyncio_")
+    ]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"threads left running: {leaked}")
+        time.sleep(0.01)
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    """Poll `check` (sync or async) until it returns something truthy, and return it; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+async def live(rt: Runtime) -> AsyncIterator[LiveSync]:
+    async with live_sync(rt, quiet=0.05) as running:
+        await running.wait_idle()
+        yield running
+
+
+# --- helpers that read the graph --------------------------------------------------------------------------
+
+
+async def node_at(rt: Runtime, path: str) -> Any:
+    sql = "select id, name, status, path from nodes where path = ?"
+    return await rt.store.read(lambda c: c.execute(sql, (path,)).fetchone())
+
+
+async def active_note_nodes(rt: Runtime) -> list[Any]:
+    sql = "select id, path from nodes where status = 'active' and path is not null order by path"
+    return await rt.store.read(lambda c: c.execute(sql).fetchall())
+
+
+async def searchable(rt: Runtime, word: str) -> list[str]:
+    sql = (
+        "select distinct c.node_id from chunks_fts f join chunks c on c.id = f.rowid where chunks_fts match ?"
+    )
+    rows = await rt.store.read(lambda c: c.execute(sql, (f'"{word}"',)).fetchall())
+    return [r[0] for r in rows]
+
+
+def id_lines(path: Path) -> list[str]:
+    return ID_LINE.findall(path.read_text(encoding="utf-8"))
+
+
+async def new_note(rt: Runtime, vault: Path, rel: str, body: str) -> str:
+    """Write a note as a person would and wait until it is in the graph with its injected id."""
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    row = await eventually(lambda: node_at(rt, rel))
+    await eventually(lambda: id_lines(path) == [row["id"]])
+    return row["id"]
+
+
+def rewrite(path: Path, old: str, new: str) -> str:
+    """The note's text with one word replaced (what the person typed)."""
+    return path.read_text(encoding="utf-8").replace(old, new)
+
+
+# --- every save style -------------------------------------------------------------------------------------
+
+
+async def test_an_edit_in_place_updates_the_node(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    node_id = await new_note(rt, vault, "Plan.md", "# Plan\nfirst draft mentions aardvark\n")
+    path = vault / "Plan.md"
+    text = rewrite(path, "aardvark", "bandicoot")
+    with open(path, "r+", encoding="utf-8") as handle:  # truncate and write the same inode, twice
+        handle.truncate(0)
+        handle.write(text[:10])
+        handle.flush()
+        handle.seek(0)
+        handle.write(text)
+    assert await eventually(lambda: searchable(rt, "bandicoot")) == [node_id]
+    assert await searchable(rt, "aardvark") == []
+
+
+async def test_an_atomic_save_updates_the_node(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    node_id = await new_note(rt, vault, "Plan.md", "# Plan\ncapybara\n")
+    temp = vault / ".Plan.md.tmp-123"
+    temp.write_text(rewrite(vault / "Plan.md", "capybara", "dugong"), encoding="utf-8")
+    os.replace(temp, vault / "Plan.md")
+    assert await eventually(lambda: searchable(rt, "dugong")) == [node_id]
+    assert id_lines(vault / "Plan.md") == [node_id]
+
+
+async def test_a_vim_style_save_updates_the_node(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    node_id = await new_note(rt, vault, "Plan.md", "# Plan\nechidna\n")
+    path, backup = vault / "Plan.md", vault / "Plan.md~"
+    text = rewrite(path, "echidna", "fossa")
+    os.rename(path, backup)
+    path.write_text(text, encoding="utf-8")
+    backup.unlink()
+    assert await eventually(lambda: searchable(rt, "fossa")) == [node_id]
+    assert (await node_at(rt, "Plan.md"))["status"] == "active"
+
+
+async def test_a_rename_keeps_the_id_and_makes_no_duplicate(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    node_id = await new_note(rt, vault, "Plan.md", "# Plan\ngerenuk\n")
+    (vault / "Projects").mkdir()
+    os.rename(vault / "Plan.md", vault / "Projects" / "Roadmap.md")
+    row = await eventually(lambda: node_at(rt, "Projects/Roadmap.md"))
+    assert row["id"] == node_id and row["status"] == "active"
+    await live.wait_idle()
+    assert [tuple(r) for r in await active_note_nodes(rt)] == [(node_id, "Projects/Roadmap.md")]
+    assert id_lines(vault / "Projects" / "Roadmap.md") == [node_id]
+
+
+async def test_a_deleted_note_is_archived(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    await new_note(rt, vault, "Plan.md", "# Plan\nhyrax\n")
+    (vault / "Plan.md").unlink()
+    await eventually(lambda: _status_is(rt, "Plan.md", "archived"))
+
+
+async def test_moving_a_note_to_obsidian_trash_archives_it(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    node_id = await new_note(rt, vault, "Plan.md", "# Plan\nibex\n")
+    (vault / ".trash").mkdir()
+    os.rename(vault / "Plan.md", vault / ".trash" / "Plan.md")
+    await eventually(lambda: _status_is(rt, "Plan.md", "archived"))
+    os.rename(vault / ".trash" / "Plan.md", vault / "Plan.md")  # restored: the same node comes back
+    await eventually(lambda: _status_is(rt, "Plan.md", "active"))
+    assert (await node_at(rt, "Plan.md"))["id"] == node_id
+
+
+async def test_a_renamed_folder_keeps_every_id(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    ids = {name: await new_note(rt, vault, f"Old/{name}.md", f"# {name}\n") for name in ("A", "B", "C")}
+    os.rename(vault / "Old", vault / "New")
+    for name, node_id in ids.items():
+        row = await eventually(lambda name=name: node_at(rt, f"New/{name}.md"))
+        assert row["id"] == node_id and row["status"] == "active"
+    await live.wait_idle()
+    assert sorted(r["id"] for r in await active_note_nodes(rt)) == sorted(ids.values())
+
+
+async def test_a_folder_moved_out_of_the_vault_is_archived(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    for name in ("A", "B"):
+        await new_note(rt, vault, f"Gone/{name}.md", f"# {name}\n")
+    os.rename(vault / "Gone", tmp_path / "elsewhere")  # watchdog reports this as a delete after 0.5 s
+    await eventually(lambda: _status_is(rt, "Gone/A.md", "archived"))
+    await eventually(lambda: _status_is(rt, "Gone/B.md", "archived"))
+
+
+async def test_a_folder_moved_into_the_vault_is_picked_up(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    outside = tmp_path / "incoming" / "Deep"
+    outside.mkdir(parents=True)
+    for name in ("A", "B"):
+        (outside / f"{name}.md").write_text(f"# {name}\njackal\n", encoding="utf-8")
+    os.rename(tmp_path / "incoming", vault / "Incoming")
+    await eventually(lambda: node_at(rt, "Incoming/Deep/A.md"))
+    await eventually(lambda: node_at(rt, "Incoming/Deep/B.md"))
+    await live.wait_idle()
+    assert len(await searchable(rt, "jackal")) == 2
+    assert len(id_lines(vault / "Incoming" / "Deep" / "A.md")) == 1
+
+
+async def test_our_own_id_write_comes_back_unchanged(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    assert rt.sync is not None
+    outcomes: list[tuple[str, str]] = []
+    sync_path = rt.sync.sync_path
+
+    async def recording(rel: str, **kwargs: Any) -> Any:
+        outcome = await sync_path(rel, **kwargs)
+        outcomes.append((rel, outcome.action))
+        return outcome
+
+    rt.sync.sync_path = recording  # type: ignore[method-assign]
+    await new_note(rt, vault, "Plan.md", "# Plan\nkiwi\n")
+    # The id we inserted arrives as one more event; its checksum matches, so it ends there: no loop.
+    await eventually(lambda: len(outcomes) >= 2)
+    await live.wait_idle()
+    assert outcomes[0] == ("Plan.md", "created")
+    assert set(outcomes[1:]) == {("Plan.md", "unchanged")}
+
+
+# --- catch-up, status, storms, overflow -------------------------------------------------------------------
+
+
+async def test_changes_made_while_stopped_are_caught_up_at_start(rt: Runtime, vault: Path) -> None:
+    async with live_sync(rt, quiet=0.05) as running:
+        ids = {name: await new_note(rt, vault, f"{name}.md", f"# {name}\nlemur\n") for name in "ABC"}
+        await running.wait_idle()
+    (vault / "A.md").write_text(rewrite(vault / "A.md", "lemur", "margay"), encoding="utf-8")
+    os.rename(vault / "B.md", vault / "B2.md")
+    (vault / "C.md").unlink()
+    (vault / "D.md").write_text("# D\nnarwhal\n", encoding="utf-8")
+    async with live_sync(rt, quiet=0.05) as running:
+        await running.wait_idle()
+    assert await searchable(rt, "margay") == [ids["A"]]
+    assert (await node_at(rt, "B2.md"))["id"] == ids["B"]
+    assert (await node_at(rt, "C.md"))["status"] == "archived"
+    assert len(await searchable(rt, "narwhal")) == 1
+    assert len(await active_note_nodes(rt)) == 3
+
+
+async def test_entering_returns_before_the_catch_up_and_status_shows_it(rt: Runtime, vault: Path) -> None:
+    for i in range(200):
+        (vault / f"N{i:03}.md").write_text(f"# N{i}\nokapi\n", encoding="utf-8")
+    async with live_sync(rt) as running:
+        assert rt.state["lease"] == "holder" and rt.state["watching"] is True
+        assert rt.state["pending"] != 0  # the catch-up has not run yet: entering never waits for it
+        await running.wait_idle()
+        status = (await build_status(rt))["vault"]
+        assert status["watching"] is True and status["pending"] == 0
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", status["last_reconcile_at"])
+        assert len(await active_note_nodes(rt)) == 200
+    assert rt.state["watching"] is False
+
+
+async def test_an_event_storm_converges_with_a_full_pass(rt: Runtime, vault: Path) -> None:
+    folder = vault / "Storm"
+    ids = [str(uuid.uuid4()) for _ in range(2000)]
+
+    def checkout() -> None:  # what a git checkout or a sync client catching up looks like
+        folder.mkdir()
+        for i, node_id in enumerate(ids):
+            text = f"---\nengrama_id: {node_id}\n---\n# S{i}\nquokka\n"
+            (folder / f"S{i:04}.md").write_text(text, encoding="utf-8")
+
+    async with live_sync(rt, quiet=0.05, storm_threshold=500) as running:
+        await running.wait_idle()
+        assert running.reconciler is not None
+        passes = running.reconciler.full_passes
+        await asyncio.to_thread(checkout)
+        await eventually(lambda: _count_active(rt, len(ids)), timeout=30)
+        await running.wait_idle(timeout=30)
+        assert running.reconciler.full_passes > passes  # one walk instead of 2,000 single reconciles
+        assert running.reconciler.pending == 0
+    assert sorted(r["id"] for r in await active_note_nodes(rt)) == sorted(ids)
+
+
+async def test_an_overflow_rescan_recovers_lost_events(
+    rt: Runtime, vault: Path, live: LiveSync, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost: list[str] = []
+    monkeypatch.setattr(watch, "changes_for", lambda root, event: lost.append(event.src_path) or [])
+    (vault / "Lost.md").write_text("# Lost\nrheas\n", encoding="utf-8")
+    await eventually(lambda: any(p.endswith("Lost.md") for p in lost))  # the OS "dropped" it
+    monkeypatch.undo()
+    assert live.reconciler is not None and await node_at(rt, "Lost.md") is None
+    passes = live.reconciler.full_passes
+    logging.getLogger("watchdog.observers.inotify_c").warning(
+        "Inotify queue overflowed; filesystem events were lost"
+    )
+    await eventually(lambda: node_at(rt, "Lost.md"))
+    assert live.reconciler.full_passes == passes + 1
+
+
+async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:
+    (vault / "A.md").write_text("# A\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as runtime, live_sync(runtime) as running:
+        await running.wait_idle()
+        assert runtime.state["lease"] == "holder" and runtime.state["watching"] is False
+        assert await node_at(runtime, "A.md")
+
+
+async def test_a_periodic_rescan_finds_what_no_event_reported(rt: Runtime, vault: Path) -> None:
+    assert rt.sync is not None
+    reconciler = LiveReconciler(rt.sync, watch=False, rescan_every=0.0)
+    await reconciler.start()
+    try:
+        await reconciler.wait_idle()
+        (vault / "Quiet.md").write_text("# Quiet\n", encoding="utf-8")
+        reconciler.tick()
+        await reconciler.wait_idle()
+        assert await node_at(rt, "Quiet.md")
+    finally:
+        await reconciler.stop()
+
+
+async def test_a_refused_watcher_still_catches_up(
+    rt: Runtime, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class RefusingObserver(watch.Observer):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+    monkeypatch.setattr(watch, "Observer", RefusingObserver)
+    (vault / "A.md").write_text("# A\n", encoding="utf-8")
+    async with live_sync(rt) as running:
+        await running.wait_idle()
+        assert rt.state["lease"] == "holder" and rt.state["watching"] is False
+        assert await node_at(rt, "A.md")
+
+
+async def test_without_a_vault_live_sync_does_nothing(db_path: Path) -> None:
+    async with open_runtime(Settings(vault=None, db_path=db_path)) as runtime, live_sync(runtime) as running:
+        assert running.role == "off" and runtime.state == {}
+        await running.wait_idle()
+
+
+async def test_a_second_runtime_follows_and_takes_over(rt: Runtime, vault: Path, db_path: Path) -> None:
+    async with (
+        open_runtime(Settings(vault=vault, db_path=db_path)) as other,
+        live_sync(rt, quiet=0.05) as holder,
+        live_sync(other, quiet=0.05, retry=0.05) as follower,
+    ):
+        assert holder.is_holder and follower.role == "follower"
+        assert other.sync is not None and other.sync.writable is False
+        assert other.state["lease"] == "follower" and other.state["watching"] is False
+        await holder.wait_idle()
+        await holder.stop()  # the holder leaves; the follower takes over within its retry
+        await eventually(lambda: follower.is_holder)
+        assert other.sync.writable is True
+        await new_note(other, vault, "After.md", "# After\nsaiga\n")
+
+
+async def _status_is(rt: Runtime, path: str, status: str) -> bool:
+    row = await node_at(rt, path)
+    return row is not None and row["status"] == status
+
+
+async def _count_active(rt: Runtime, expected: int) -> bool:
+    return len(await active_note_nodes(rt)) == expected
