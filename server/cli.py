@@ -10,9 +10,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from profiles.loader import ProfileError
 from server import __version__
 from server.commands import COMMANDS
-from profiles.loader import ProfileError
 from server.commands.common import CommandError
 from server.runtime import NoVaultConfigured
 from server.settings import ConfigError

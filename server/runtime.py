@@ -15,6 +15,7 @@ from pathlib import Path
 from profiles.loader import Profile, load_profile
 from server.settings import Settings
 from server.store import GraphStore
+from vault_sync.lease import VaultLease
 from vault_sync.reconcile import NoteRules, VaultSync
 
 log = logging.getLogger(__name__)
@@ -56,14 +57,31 @@ def note_rules(profile: Profile) -> NoteRules:
 
 
 @asynccontextmanager
-async def open_runtime(settings: Settings, *, writable: bool = True) -> AsyncIterator[Runtime]:
-    """Open the store and the vault sync for `settings`; everything is closed on exit."""
+async def open_runtime(
+    settings: Settings, *, writable: bool = True, take_lease: bool = False
+) -> AsyncIterator[Runtime]:
+    """Open the store and the vault sync for `settings`; everything is closed on exit.
+
+    `take_lease` is for one-shot commands (`sync`, `reflect`): they write files only while holding the
+    vault's lease; when a running server holds it, they run as followers (the server's watcher already keeps
+    the graph in step). The MCP server leaves the lease to `server.live.live_sync`.
+    """
     profile = load_profile(settings.profile, settings.modules)
     store = await GraphStore.open(settings.db_path)
+    lease = VaultLease.for_database(settings.db_path) if take_lease and writable else None
     try:
         sync = None
         if settings.vault is not None:
+            if lease is not None and not lease.try_acquire():
+                log.warning(
+                    "another engrama-vault process (pid %s) holds this vault's lease and keeps it in sync; "
+                    "running without writing notes",
+                    lease.holder_pid(),
+                )
+                writable = False
             sync = VaultSync(settings.vault, store, note_rules(profile), writable=writable)
         yield Runtime(settings=settings, profile=profile, store=store, sync=sync)
     finally:
+        if lease is not None:
+            lease.release()
         await store.close()

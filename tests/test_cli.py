@@ -96,3 +96,22 @@ def test_an_unreadable_note_is_reported_and_the_rest_syncs(tmp_path: Path) -> No
     [error] = report["errors"]
     assert error["path"] == "Locked.md" and "permission" in error["error"]
     assert locked.read_text(encoding="utf-8") == "private\n"
+
+
+def test_sync_while_a_server_holds_the_lease_writes_no_note(tmp_path: Path) -> None:
+    from vault_sync.lease import VaultLease
+
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    vault.mkdir()
+    (vault / "New.md").write_text("no id yet\n", encoding="utf-8")
+    lease = VaultLease.for_database(db)
+    assert lease.try_acquire()  # stands in for a running `engrama-vault serve`
+    try:
+        done = run("sync", "--vault", str(vault), "--db", str(db), "--json")
+    finally:
+        lease.release()
+    assert done.returncode == 1 and "holds this vault's lease" in done.stderr
+    [error] = json.loads(done.stdout)["errors"]
+    assert "lease" in error["error"]
+    assert (vault / "New.md").read_bytes() == b"no id yet\n"
+    assert run("sync", "--vault", str(vault), "--db", str(db)).returncode == 0  # once free, it syncs

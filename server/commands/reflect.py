@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, watch=False)
 
     async def go() -> tuple[ReflectResult, list[InsightView]]:
-        async with open_runtime(settings) as rt:
+        async with open_runtime(settings, take_lease=True) as rt:
             if rt.sync is not None and not args.no_sync:
                 await rt.sync.sync_vault()  # the graph derives from the vault: reflect on what is there now
             result = await reflect(rt, args.patterns)

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     bar = _Bar()
 
     async def go() -> SyncReport:
-        async with open_runtime(settings) as rt:
+        async with open_runtime(settings, take_lease=not args.dry_run) as rt:
             return await rt.require_sync().sync_vault(args.folder, dry_run=args.dry_run, progress=bar)
 
     started = time.perf_counter()
