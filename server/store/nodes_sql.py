@@ -64,7 +64,7 @@ def find_nodes(conn: Any, name: str, label: str | None = None, include_archived:
         f"""
         select {", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))},
                min(case k.kind when 'name' then 0 when 'stem' then 1 when 'path' then 2 else 3 end) as rank
-        from node_keys k join nodes n on n.id = k.node_id
+        from node_keys k cross join nodes n on n.id = k.node_id
         where k.key = ? and n.status in ({",".join("?" * len(statuses))})
           and (? is null or n.label = ?)
         group by n.id

@@ -70,7 +70,7 @@ def replace_keys(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
 # Which node a link target means: a path match beats a file-name match beats a name or alias; live notes
 # beat stubs; archived nodes are reached only when nothing else matches (so links to them are not lost).
 _RESOLVE_SQL = """
-select k.node_id from node_keys k join nodes n on n.id = k.node_id
+select k.node_id from node_keys k cross join nodes n on n.id = k.node_id
 where k.key = ? and n.id != ?
 order by case n.status when 'active' then 0 when 'stub' then 1 else 2 end,
          case k.kind when 'path' then 0 when 'stem' then 1 when 'name' then 2 else 3 end,
@@ -111,7 +111,7 @@ def absorb_stubs(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
     stubs = [
         r["node_id"]
         for r in conn.execute(
-            f"select distinct k.node_id from node_keys k join nodes n on n.id = k.node_id "
+            f"select distinct k.node_id from node_keys k cross join nodes n on n.id = k.node_id "
             f"where n.status = 'stub' and k.key in ({marks})",
             folded,
         )
