@@ -56,6 +56,11 @@ _STOPWORD_TEXT = """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
+def word_matches(text: str) -> list[re.Match[str]]:
+    """The words of `text` as regex matches (case and position kept), split exactly as `query_tokens` splits."""
+    return list(_token_pattern().finditer(unicodedata.normalize("NFC", text)))
+
+
 def query_tokens(question: str, *, max_tokens: int = MAX_TOKENS) -> list[str]:
     """The distinct search words of `question`, lower-cased, in order, stopwords dropped, at most `max_tokens`.
 

@@ -30,7 +30,7 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
     ).fetchone()
     if row is None:
         row = conn.execute(
-            f"select {_COLUMNS} from node_keys k join nodes n on n.id = k.node_id "
+            f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
             "where k.key = ? and k.kind = 'alias' and n.label = ? and n.status = 'active' "
             "order by n.created_at limit 1",
             (name.strip().casefold(), label),
@@ -132,3 +132,44 @@ def has_open_edge(conn: Any, source: str, rel_type: str, target: str) -> bool:
         (source, rel_type, target),
     ).fetchone()
     return row is not None
+
+
+def neighbourhood(
+    conn: Any, node_id: str, hops: int, limit: int
+) -> tuple[list[tuple[Node, str, str, int, str]], bool]:
+    """Every open edge leading out to the entities within `hops` of `node_id`, nearest first.
+
+    Unlike `nodes_sql.neighbours` (one row per node), a node joined by several relations (USES and a wikilink)
+    is listed once per relation type and direction, since that is what the model needs to see. Rows are
+    (node, rel_type, direction, hops, via id); at most `limit` are returned, and the flag says whether more
+    existed."""
+    seen = {node_id}
+    frontier = [node_id]
+    found: list[tuple[Node, str, str, int, str]] = []
+    listed: set[tuple[str, str, str]] = set()
+    for hop in range(1, hops + 1):
+        reached: dict[str, None] = {}
+        for current in frontier:
+            rows = conn.execute(
+                f"""
+                select e.type as type, 'out' as direction, {_COLUMNS} from edges e join nodes n on n.id = e.target
+                where e.source = ? and e.valid_to is null and n.status != 'archived'
+                union
+                select e.type, 'in' as direction, {_COLUMNS} from edges e join nodes n on n.id = e.source
+                where e.target = ? and e.valid_to is null and n.status != 'archived'
+                """,
+                (current, current),
+            ).fetchall()
+            # Typed relations first: a wikilink (LINKS_TO) says less than USES or WORKS_ON.
+            for row in sorted(rows, key=lambda r: (r["type"] == "LINKS_TO", r["type"], r["direction"])):
+                key = (row["id"], row["type"], row["direction"])
+                if row["id"] in seen or key in listed:
+                    continue  # nearer already, the entity itself, or met through another node of this hop
+                listed.add(key)
+                found.append((row_to_node(row), row["type"], row["direction"], hop, current))
+                reached[row["id"]] = None
+                if len(found) > limit:
+                    return found[:limit], True
+        seen.update(reached)
+        frontier = list(reached)
+    return found, False

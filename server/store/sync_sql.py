@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from server.store import search_sql
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 
 STUB_LABEL = "Note"
@@ -190,6 +191,7 @@ def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool
     before = max_chunk_id(conn)
     created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now) for u in updates]
     index_new_chunks(conn, before)
+    search_sql.index_note_docs(conn, [(u.node_id, u.note.name, u.note.body) for u in updates])
     return created
 
 

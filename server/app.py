@@ -1,0 +1,65 @@
+"""The MCP server: `create_server(settings)` builds it; its lifespan opens the runtime and the background work.
+
+Start-up must answer `initialize` within two seconds whatever the vault's size, so the lifespan only opens
+the database and starts things: the start-up catch-up, the watcher and the embedding worker all run in the
+background, and embedding models load on first use. Everything is closed, in reverse order, when the
+client disconnects (stdin closes) or the process is asked to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from mcp.server.mcpserver import MCPServer
+
+from server import __version__
+from server.runtime import open_runtime
+from server.settings import Settings
+from server.tools import register_tools
+from server.tools.common import AppContext
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Long-term memory kept in the person's Obsidian vault. Search it (engrama_search) before answering "
+    "about their projects, people, decisions or past work; remember durable facts with engrama_remember "
+    "and connections with engrama_relate; reuse exact names from search results so nothing is duplicated. "
+    "Insights from engrama_reflect are suggestions: show them and act only on the person's approval."
+)
+
+
+def create_server(settings: Settings) -> MCPServer[AppContext]:
+    """The engrama-vault MCP server for `settings` (tests point it at a temporary vault and database)."""
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+        async with AsyncExitStack() as stack:
+            rt = await stack.enter_async_context(open_runtime(settings))
+            if settings.watch and rt.sync is not None:
+                from server.live import live_sync
+
+                await stack.enter_async_context(live_sync(rt))
+            if settings.embedding_provider != "none":
+                # Imported only when configured: model code stays out of start-up otherwise.
+                from server.embeddings.worker import embedding_worker
+
+                await stack.enter_async_context(embedding_worker(rt))
+            log.info("engrama-vault %s serving vault %s", __version__, settings.vault or "(none)")
+            yield AppContext(rt)
+        log.info("engrama-vault stopped")
+
+    server: MCPServer[AppContext] = MCPServer(
+        "engrama-vault",
+        title="engrama-vault",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        lifespan=lifespan,
+        log_level=settings.log_level if settings.log_level in _LEVELS else "INFO",  # type: ignore[arg-type]
+    )
+    register_tools(server)
+    return server
+
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

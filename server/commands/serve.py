@@ -1,0 +1,66 @@
+"""`engrama-vault serve`: the stdio MCP server that Claude Desktop, Cursor and other clients start."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+from types import FrameType
+
+from server.commands.common import add_common_options, settings_from
+from server.settings import EMBEDDING_PROVIDERS
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "serve",
+        help="run the MCP server on stdin/stdout (what an MCP client starts)",
+        description="Run the MCP server over stdio. stdout carries the protocol; logs go to stderr. The vault "
+        "is caught up in the background and then watched, so edits in Obsidian reach the graph at once.",
+    )
+    add_common_options(parser)
+    parser.add_argument(
+        "--no-watch",
+        dest="watch",
+        action="store_const",
+        const=False,
+        default=None,
+        help="no watcher, no start-up catch-up and no vault lease, for one-off sessions and tests "
+        "(env ENGRAMA_WATCH=0)",
+    )
+    parser.add_argument(
+        "--embedding-provider",
+        choices=EMBEDDING_PROVIDERS,
+        help="vectors for semantic search: none (full text only, the default), local, openai or fake "
+        "(env EMBEDDING_PROVIDER)",
+    )
+    parser.add_argument(
+        "--embedding-model",
+        metavar="NAME",
+        help="embedding model name for the provider (env EMBEDDING_MODEL)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    # Unwind like Ctrl-C, so the lifespan closes the watcher, the lease and the database in order.
+    raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    from server.app import create_server  # the MCP SDK is imported only by the command that needs it
+
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        create_server(settings).run("stdio")
+    except KeyboardInterrupt:
+        # The lifespan has closed everything by now. The SDK's stdin reader is a worker thread blocked in
+        # read(), which interpreter shutdown would wait on until the client closes the pipe; end here instead.
+        log.info("stopped by signal")
+        logging.shutdown()
+        os._exit(0)
+    return 0

@@ -1,0 +1,171 @@
+"""Fusing rankings into one score per node (pure functions; no I/O).
+
+Signals, each scaled to 0..1 over this query's candidates (min-max) and then weighted:
+
+- `note`: whole-note bm25 (one FTS row per note);
+- `passage`: the note's best passage by bm25;
+- `vector`: the note's best passage by cosine similarity (hybrid mode only);
+- `names`: 1 when the note holds every name of the question (see names.py);
+- `graph`: how strongly a linked note matched (neighbours of the strongest hits);
+- `recency`: confidence x 2^(-days since update / half-life).
+
+Min-max rather than reciprocal-rank fusion: with a weak dense ranker RRF lost 2-4 points of MRR on LoCoMo,
+min-max lost none (docs/search.md). The weights below are the measured ones; the last two are small on purpose:
+they reorder near-ties (a linked note, a fresh confident memory) and never overturn a clear text match.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from server.search.fts_query import query_tokens
+
+
+@dataclass(frozen=True)
+class Weights:
+    """How much each signal counts. `FULLTEXT` and `HYBRID` are the defaults of the two modes."""
+
+    note: float = 0.5
+    passage: float = 0.5
+    vector: float = 0.0
+    names: float = 0.3
+    graph: float = 0.1
+    recency: float = 0.05
+    half_life_days: float = 30.0
+    graph_seeds: int = 5  # neighbours of this many top hits are boosted
+
+
+FULLTEXT = Weights()
+HYBRID = Weights(note=0.4, passage=0.4, vector=0.2)
+
+
+@dataclass
+class Candidate:
+    """One node being ranked: its signal contributions and the passage that best represents it."""
+
+    node_id: str
+    signals: dict[str, float] = field(default_factory=dict)
+    chunk_id: int | None = None
+    chunk_score: float = -1.0
+
+    @property
+    def text_score(self) -> float:
+        return sum(v for k, v in self.signals.items() if k in ("note", "passage", "vector", "names"))
+
+    @property
+    def score(self) -> float:
+        return sum(self.signals.values())
+
+
+def minmax(scores: Mapping[str, float]) -> dict[str, float]:
+    """Scores scaled to 0..1 (all 1.0 when they are equal, so a single hit counts fully)."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    return {k: (v - lo) / (hi - lo) if hi > lo else 1.0 for k, v in scores.items()}
+
+
+def _bounds(values: Iterable[float]) -> tuple[float, float]:
+    items = list(values)
+    return (min(items), max(items)) if items else (0.0, 0.0)
+
+
+def _scale(value: float, lo: float, hi: float) -> float:
+    return (value - lo) / (hi - lo) if hi > lo else 1.0
+
+
+def fuse_text(
+    notes: Mapping[str, float],
+    passages: list[tuple[int, str, float]],
+    vectors: list[tuple[int, str, float]],
+    named: set[str] | None,
+    weights: Weights,
+) -> dict[str, Candidate]:
+    """Combine the text signals into candidates; each keeps its best passage (by the same weighted scale)."""
+    found: dict[str, Candidate] = {}
+
+    def candidate(node_id: str) -> Candidate:
+        return found.setdefault(node_id, Candidate(node_id))
+
+    for node_id, value in minmax(notes).items():
+        candidate(node_id).signals["note"] = weights.note * value
+    chunks: dict[int, tuple[str, float]] = {}  # chunk id -> (node id, weighted passage + vector score)
+    for name, hits, weight in (("passage", passages, weights.passage), ("vector", vectors, weights.vector)):
+        if weight <= 0 or not hits:
+            continue
+        best: dict[str, float] = {}
+        for _, node_id, score in hits:
+            best[node_id] = max(best.get(node_id, score), score)
+        lo, hi = _bounds(best.values())
+        for chunk_id, node_id, score in hits:
+            scaled = weight * _scale(score, lo, hi)
+            c = candidate(node_id)
+            c.signals[name] = max(c.signals.get(name, 0.0), scaled)
+            chunks[chunk_id] = (node_id, chunks.get(chunk_id, (node_id, 0.0))[1] + scaled)
+    for chunk_id, (node_id, total) in chunks.items():
+        c = found[node_id]
+        if c.chunk_id is None or total > c.chunk_score or (total == c.chunk_score and chunk_id < c.chunk_id):
+            c.chunk_id, c.chunk_score = chunk_id, total
+    if named is not None and weights.names > 0:
+        for node_id in named & found.keys():
+            found[node_id].signals["names"] = weights.names
+    return found
+
+
+def graph_seeds(found: Mapping[str, Candidate], weights: Weights) -> list[str]:
+    """The strongest text hits (at least half the best score), whose neighbours get the graph boost."""
+    if weights.graph <= 0 or not found:
+        return []
+    ranked = sorted(found.values(), key=lambda c: -c.text_score)
+    top = ranked[0].text_score
+    return [c.node_id for c in ranked[: weights.graph_seeds] if top > 0 and c.text_score >= top / 2]
+
+
+def add_graph(
+    found: dict[str, Candidate], neighbours: Mapping[str, set[str]], allowed: set[str], weights: Weights
+) -> None:
+    """Boost (or bring in) the allowed neighbours of seed hits by the seed's share of the best text score."""
+    if not neighbours:
+        return
+    top = max(c.text_score for c in found.values())
+    for seed, linked in neighbours.items():
+        share = found[seed].text_score / top if seed in found and top > 0 else 0.0
+        for node_id in linked & allowed:
+            if node_id == seed:
+                continue
+            c = found.setdefault(node_id, Candidate(node_id))
+            c.signals["graph"] = max(c.signals.get("graph", 0.0), weights.graph * share)
+
+
+def recency(confidence: float, updated_at: str | None, now: datetime, half_life_days: float) -> float:
+    """confidence x 2^(-age in days / half-life); 0 for an unknown date."""
+    if not updated_at:
+        return 0.0
+    try:
+        then = datetime.fromisoformat(updated_at.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    days = max(0.0, (now - then).total_seconds() / 86400)
+    return max(0.0, confidence) * math.pow(2.0, -days / half_life_days)
+
+
+def best_by_overlap(tokens: list[str], passages: list[tuple[int, str, str]]) -> dict[str, str]:
+    """Per node, the passage sharing the most query words (a word matches on its first five letters, a
+    rough stand-in for the index's stemming); the first passage when none shares any."""
+    stems = {t[:5] for t in tokens}
+    best: dict[str, tuple[int, str]] = {}
+    for _, node_id, text in passages:
+        overlap = len(stems & {w[:5] for w in query_tokens(text, max_tokens=10_000)})
+        if node_id not in best or overlap > best[node_id][0]:
+            best[node_id] = (overlap, text)
+    return {node_id: text for node_id, (_, text) in best.items()}
+
+
+def ranked(found: Mapping[str, Candidate]) -> list[Candidate]:
+    """Best first; ties broken by node id so the order is stable."""
+    return sorted(found.values(), key=lambda c: (-c.score, c.node_id))

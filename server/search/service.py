@@ -1,0 +1,248 @@
+"""`search`: find the notes (nodes) that answer a question, each with its best passage (DESIGN.md section 7).
+
+One search is three short reads on the database thread:
+
+1. candidates: the best passages and notes by bm25 (the question made safe by fts_query/names), the nearest
+   passages by vector when an embedder is up, and which candidates hold every name of the question;
+2. graph: the neighbours of the strongest hits (open edges);
+3. snippets: the best passage of each result.
+
+Fusion is pure (fusion.py). The query is embedded before step 1, with a time limit; when that fails, or no
+embedder is configured or reachable, search runs on full text alone and says so (`search_mode`,
+`degraded_reason`). The defaults were chosen on the LoCoMo benchmark (bench/locomo.py, docs/search.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
+from typing import Any
+
+from server.embeddings.base import Embedder, EmbeddingUnavailable
+from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
+from server.runtime import Runtime
+from server.search import fusion
+from server.search.fts_query import query_tokens
+from server.search.fusion import Candidate, Weights
+from server.search.names import all_names_match, query_names, weighted_match
+from server.store import search_sql, vectors_sql
+from server.store.search_sql import NodeFilter, NodeRow
+
+log = logging.getLogger(__name__)
+
+MAX_LIMIT = 50
+MIN_LEADERS = 50  # candidates kept for the graph and recency step (at least 5 x limit)
+QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this a search answers from full text rather than keep the person waiting
+MAX_EMBED_CHARS = 2000  # a question's meaning is in its first lines; long inputs would only slow the embedder
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One node found: `snippet` is its best passage; `signals` (when explain was asked) says why it ranked."""
+
+    id: str
+    label: str
+    name: str
+    path: str | None
+    score: float
+    snippet: str
+    updated_at: str | None
+    confidence: float | None
+    signals: dict[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    results: list[SearchHit]
+    search_mode: str  # "hybrid" | "fulltext"
+    degraded_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The knobs of ranking; the benchmark varies them, the product uses `DEFAULT_TUNING`."""
+
+    fulltext: Weights = fusion.FULLTEXT
+    hybrid: Weights = fusion.HYBRID
+    use_notes: bool = True  # the whole-note row beside the passages
+    name_weight: int = 2  # how many times a capitalised name counts in bm25
+    prefix_min: int | None = 5  # words this long also match as a prefix of their stem (None: exact only)
+    passage_candidates: int = 300
+    note_candidates: int = 100
+    vector_candidates: int = 100
+
+
+DEFAULT_TUNING = Tuning()
+
+
+async def search(
+    rt: Runtime,
+    query: str,
+    *,
+    limit: int = 10,
+    label: str | None = None,
+    include_archived: bool = False,
+    as_of: str | None = None,
+    explain: bool = False,
+) -> SearchResponse:
+    """The nodes best matching `query`, best first. Never raises on the query's content; a bad `as_of`
+    raises ValueError naming the expected format. `limit` is clamped to 1..50."""
+    where = NodeFilter(label=label, include_archived=include_archived, as_of=normalize_as_of(as_of))
+    return await run_search(rt, query, where, max(1, min(MAX_LIMIT, int(limit))), explain, DEFAULT_TUNING)
+
+
+def normalize_as_of(as_of: str | None) -> str | None:
+    """An ISO date stays a date (the whole day counts); a date-time becomes the store's UTC timestamp form."""
+    if as_of is None or not as_of.strip():
+        return None
+    text = as_of.strip()
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text).isoformat()
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"as_of must be an ISO date such as 2025-03-01 (or a date-time such as 2025-03-01T12:00:00Z), "
+            f"not {as_of!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def run_search(
+    rt: Runtime, query: str, where: NodeFilter, limit: int, explain: bool, tuning: Tuning
+) -> SearchResponse:
+    """`search` with explicit tuning (the benchmark's entry point; the tool goes through `search`)."""
+    names = query_names(query)
+    match = weighted_match(query, names, name_weight=tuning.name_weight, prefix_min=tuning.prefix_min)
+    if match is None:
+        mode, reason = _mode_without_query(rt)
+        return SearchResponse([], mode, reason)
+    vector, reason = await _query_vector(rt, query)
+    found, weights, vector_reason = await rt.store.read(
+        _gather_candidates, match, all_names_match(names), vector, where, tuning
+    )
+    if vector_reason is not None:
+        vector, reason = None, vector_reason
+    # Graph and recency add at most `graph + recency` (0.15): only the text leaders can still reach the top.
+    leaders = sorted(found.values(), key=lambda c: -c.text_score)[: max(MIN_LEADERS, 5 * limit)]
+    found = {c.node_id: c for c in leaders}
+    nodes = await rt.store.read(_add_graph, found, where, weights)
+    now = datetime.now(UTC)
+    for c in found.values():
+        row = nodes.get(c.node_id)
+        if row is not None and weights.recency > 0:
+            c.signals["recency"] = weights.recency * fusion.recency(
+                row.confidence, row.updated_at, now, weights.half_life_days
+            )
+    top = [c for c in fusion.ranked(found) if c.node_id in nodes][:limit]
+    snippets = await rt.store.read(_snippets, query_tokens(query), top)
+    hits = [_hit(c, nodes[c.node_id], snippets.get(c.node_id, ""), explain) for c in top]
+    return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
+
+
+def _mode_without_query(rt: Runtime) -> tuple[str, str | None]:
+    status = current_search_status(rt)
+    return str(status.get("mode", "fulltext")), status.get("reason")  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class QueryVector:
+    model: str  # the embedder's model key, as recorded beside the stored vectors
+    values: list[float]
+
+
+async def _query_vector(rt: Runtime, query: str) -> tuple[QueryVector | None, str | None]:
+    """The query's vector, or (None, why not) — None without a reason when no embedder is configured."""
+    if rt.settings.embedding_provider == "none":
+        return None, None
+    status = current_search_status(rt)
+    if status.get("degraded"):
+        return None, str(status.get("reason") or "vector search is unavailable")
+    embedder = rt.state.get(QUERY_EMBEDDER)
+    if not isinstance(embedder, Embedder):
+        return None, "the embedding worker is not running, so queries are not embedded"
+    try:
+        task = embedder.embed([query[:MAX_EMBED_CHARS]])
+        [values] = await asyncio.wait_for(task, QUERY_EMBED_TIMEOUT)
+    except TimeoutError:
+        reason = f"the embedder did not answer within {QUERY_EMBED_TIMEOUT:g}s"
+    except EmbeddingUnavailable as exc:
+        reason = str(exc)
+    else:
+        return QueryVector(model_key(embedder), values), None
+    mark_degraded(rt, reason)  # the worker probes the embedder and restores hybrid search when it answers
+    return None, reason
+
+
+def _gather_candidates(
+    conn: Any,
+    match: str,
+    names_match: str | None,
+    vector: QueryVector | None,
+    where: NodeFilter,
+    tuning: Tuning,
+) -> tuple[dict[str, Candidate], Weights, str | None]:
+    """Step 1 (on the DB thread): text and vector hits fused into candidates, the weights used, and why the
+    vector was left out when it was (stored vectors of another model or size: they are being rebuilt)."""
+    reason = None
+    vectors: list[tuple[int, str, float]] = []
+    if vector is not None:
+        space = vectors_sql.vector_space(conn)
+        if space != (vector.model, len(vector.values)):
+            reason = (
+                "no passage vectors are stored yet"
+                if space is None
+                else f"stored vectors come from {space[0]} ({space[1]} dimensions), not from the configured "
+                f"{vector.model} ({len(vector.values)}); they are being rebuilt"
+            )
+        else:
+            clause, params = where.sql()
+            vectors = vectors_sql.nearest_chunks(conn, vector.values, tuning.vector_candidates, clause, params)
+    weights = tuning.hybrid if vector is not None and reason is None else tuning.fulltext
+    if not tuning.use_notes:
+        weights = replace(weights, note=0.0)
+    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
+    notes = dict(search_sql.note_hits(conn, match, tuning.note_candidates, where)) if weights.note > 0 else {}
+    ids = sorted({n for _, n, _ in passages} | notes.keys() | {n for _, n, _ in vectors})
+    named = search_sql.notes_matching(conn, names_match, ids) if names_match else None
+    return fusion.fuse_text(notes, passages, vectors, named, weights), weights, reason
+
+
+def _add_graph(
+    conn: Any, found: dict[str, Candidate], where: NodeFilter, weights: Weights
+) -> dict[str, NodeRow]:
+    """Step 2: boost neighbours of the strongest hits; returns the allowed nodes among all candidates."""
+    seeds = fusion.graph_seeds(found, weights)
+    neighbours = search_sql.neighbours_of(conn, seeds)
+    linked = set().union(*neighbours.values()) if neighbours else set()
+    nodes = search_sql.node_rows(conn, sorted(found.keys() | linked), where)
+    fusion.add_graph(found, neighbours, set(nodes), weights)
+    return nodes
+
+
+def _snippets(conn: Any, tokens: list[str], top: list[Candidate]) -> dict[str, str]:
+    """Step 3: the text of each result's best passage (picked by word overlap for nodes that came without)."""
+    chunk_of = {c.node_id: c.chunk_id for c in top if c.chunk_id is not None}
+    missing = [c.node_id for c in top if c.chunk_id is None]
+    texts = search_sql.passage_texts(conn, list(chunk_of.values()))
+    snippets = {node_id: texts.get(chunk_id, "") for node_id, chunk_id in chunk_of.items()}
+    snippets.update(fusion.best_by_overlap(tokens, search_sql.passages_of(conn, missing)))
+    return snippets
+
+
+def _hit(c: Candidate, row: NodeRow, snippet: str, explain: bool) -> SearchHit:
+    return SearchHit(
+        id=row.id,
+        label=row.label,
+        name=row.name,
+        path=row.path,
+        score=round(c.score, 4),
+        snippet=snippet,
+        updated_at=row.updated_at,
+        confidence=row.confidence,
+        signals={k: round(v, 4) for k, v in sorted(c.signals.items())} if explain else None,
+    )

@@ -1,0 +1,43 @@
+"""`engrama_sync_note` and `engrama_sync_vault`: reconcile on request what the watcher does on its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.runtime import Runtime
+from server.services.errors import NoteNotFound, ServiceError
+from vault_sync.reconcile import Progress
+from vault_sync.report import FAILED, IGNORED, UNCHANGED, SyncReport
+
+
+@dataclass(frozen=True)
+class NoteSynced:
+    path: str
+    action: str  # created / updated / unchanged / archived
+    id: str | None
+    inject_id: bool
+    moved_from: str | None
+
+
+async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSynced:
+    """Reconcile one vault-relative note now; errors say why the note could not be synced."""
+    outcome = await rt.require_sync().sync_path(path, dry_run=dry_run)
+    if outcome.action == FAILED:
+        raise ServiceError(f"{path} could not be synced: {outcome.error}")
+    if outcome.action == IGNORED:
+        raise ServiceError(
+            f"{path!r} is not a note: only .md files outside dot-folders (.obsidian, .trash, ...) are synced"
+        )
+    if outcome.action == UNCHANGED and outcome.id is None:
+        raise NoteNotFound(
+            f"there is no note at {path!r}; give the vault-relative path of an existing note, "
+            "e.g. Projects/Engrama.md (engrama_search shows the paths of notes)"
+        )
+    return NoteSynced(outcome.path, outcome.action, outcome.id, outcome.inject_id, outcome.moved_from)
+
+
+async def sync_vault(
+    rt: Runtime, folder: str | None = None, *, dry_run: bool = False, progress: Progress | None = None
+) -> SyncReport:
+    """Reconcile every note under `folder` (the whole vault by default); gone notes are archived."""
+    return await rt.require_sync().sync_vault(folder or None, dry_run=dry_run, progress=progress)

@@ -1,0 +1,143 @@
+"""Checking what a tool call names against the active profile: labels, relation types, names, properties.
+
+Every check answers with the profile's canonical spelling (so it can be stored as is) or raises a
+`ServiceError` whose message lists what would have been accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from profiles import WILDCARD, Profile
+from server.services.errors import RelationNotAllowed, ServiceError, UnknownLabel, UnknownRelation
+
+MAX_NAME_CHARS = 200
+MAX_PROPERTIES = 50
+MAX_VALUE_CHARS = 10_000
+# Keys the note format gives a fixed meaning (DESIGN §3); a property may not overwrite them.
+RESERVED_PROPERTIES = ("engrama_id", "type", "name", "relations")
+# Insights only come from reflect, which keeps their identity and approval state; nobody writes one by hand.
+TOOL_ONLY_LABELS = ("Insight",)
+
+
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def require_label(profile: Profile, label: str, *, for_writing: bool = True) -> str:
+    """The canonical spelling of `label`; UnknownLabel listing the valid ones otherwise.
+
+    `for_writing` also refuses labels only tools create (Insight); reading them is fine."""
+    canonical = profile.canonical_label(label)
+    usable = [n for n in profile.label_names() if not for_writing or n not in TOOL_ONLY_LABELS]
+    if canonical is None:
+        raise UnknownLabel(
+            f"unknown label {label!r}{_did_you_mean(label, usable)}; use one of: {', '.join(usable)}"
+        )
+    if for_writing and canonical in TOOL_ONLY_LABELS:
+        raise UnknownLabel(
+            f"{canonical} entities are created by engrama_reflect, not written directly; "
+            f"use one of: {', '.join(usable)}"
+        )
+    return canonical
+
+
+def optional_label(profile: Profile, label: str | None, *, for_writing: bool = True) -> str | None:
+    """`require_label` for an optional argument (None or blank means not given)."""
+    if label is None or not label.strip():
+        return None
+    return require_label(profile, label, for_writing=for_writing)
+
+
+def require_relation(profile: Profile, rel_type: str) -> str:
+    """The canonical spelling of relation `rel_type` (`uses` -> `USES`); UnknownRelation otherwise."""
+    canonical = profile.canonical_relation(rel_type)
+    if canonical is None:
+        names = profile.relation_names()
+        raise UnknownRelation(
+            f"unknown relation type {rel_type!r}{_did_you_mean(rel_type.upper(), names)}; "
+            f"use one of: {', '.join(names)}"
+        )
+    return canonical
+
+
+def endpoints(profile: Profile, rel_type: str) -> str:
+    """`Project|Person -> Technology`, for messages and guidance."""
+    rel = profile.relations[rel_type]
+    return f"{'|'.join(sorted(rel.sources))} -> {'|'.join(sorted(rel.targets))}"
+
+
+def require_allowed(profile: Profile, rel_type: str, source_label: str, target_label: str) -> None:
+    """RelationNotAllowed unless the profile lets `rel_type` go from `source_label` to `target_label`."""
+    if not profile.allows(rel_type, source_label, target_label):
+        raise RelationNotAllowed(
+            f"{rel_type} cannot go from a {source_label} to a {target_label}: it connects "
+            f"{endpoints(profile, rel_type)}; choose another relation type (RELATED_TO connects any two)"
+        )
+
+
+def single_label(labels: frozenset[str]) -> str | None:
+    """The one concrete label of a relation end, or None when it is open (`*`) or has several."""
+    return next(iter(labels)) if len(labels) == 1 and WILDCARD not in labels else None
+
+
+def require_name(name: str, what: str = "name") -> str:
+    """The entity name trimmed; ServiceError for names that cannot be a note title or a wikilink."""
+    cleaned = " ".join(name.split()) if isinstance(name, str) else ""
+    if not cleaned:
+        raise ServiceError(f"{what} must not be empty; give the entity's name, e.g. 'SQLite'")
+    if "\n" in name.strip() or "\r" in name.strip():
+        raise ServiceError(f"{what} must be one line; put longer text in the observation")
+    if any(c in cleaned for c in "[]|"):
+        raise ServiceError(f"{what} {cleaned!r} must not contain '[', ']' or '|' (they break wikilinks)")
+    if len(cleaned) > MAX_NAME_CHARS:
+        raise ServiceError(
+            f"{what} is {len(cleaned)} characters; keep it under {MAX_NAME_CHARS} "
+            "and put the details in the observation"
+        )
+    return cleaned
+
+
+def require_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """Properties that can be written as top-level frontmatter keys; ServiceError says what to change."""
+    if len(properties) > MAX_PROPERTIES:
+        raise ServiceError(f"{len(properties)} properties is too many; give at most {MAX_PROPERTIES}")
+    cleaned: dict[str, Any] = {}
+    for key, value in properties.items():
+        key = str(key).strip()
+        if not key or any(c in key for c in "\r\n:#"):
+            raise ServiceError(f"property name {key!r} must be a short word without ':', '#' or line breaks")
+        if key.lower() in RESERVED_PROPERTIES:
+            raise ServiceError(
+                f"property {key!r} is reserved: pass the label and name as arguments and relations "
+                "through `relations` or engrama_relate"
+            )
+        cleaned[key] = _plain(key, value)
+    return cleaned
+
+
+def _plain(key: str, value: Any) -> Any:
+    if isinstance(value, list):
+        return [_scalar(key, item) for item in value]
+    return _scalar(key, value)
+
+
+def _scalar(key: str, value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ServiceError(f"property {key!r} must be a finite number")
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            raise ServiceError(
+                f"property {key!r} is {len(value)} characters; put long text in the observation instead"
+            )
+        return value
+    raise ServiceError(
+        f"property {key!r} must be text, a number, true/false or a list of those; "
+        "flatten nested objects into separate properties"
+    )

@@ -1,0 +1,192 @@
+"""SQL of search: the note-level full-text rows, and the reads a query needs (synchronous; run on the DB thread).
+
+Two FTS5 indexes answer a query: `chunks_fts` (one row per passage: title, heading, text) and `notes_fts` (one
+row per note: name, whole body). Both return their best rows by bm25 with column weights; the search service
+fuses them with the vector ranking. Scores come back as *higher is better* (FTS5's bm25 is negative).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# bm25 column weights. The title repeats on every passage and carries the note's name and date, so a title
+# hit says more than a body hit; x4 on passages and x3 on notes were the best on LoCoMo (docs/search.md),
+# and anything from 3 to 20 gave the same ranking there, so the exact value is not critical.
+PASSAGE_WEIGHTS = (4.0, 2.0, 1.0)  # title, heading, text
+NOTE_WEIGHTS = (3.0, 1.0)  # name, body
+
+
+@dataclass(frozen=True)
+class NodeFilter:
+    """Which nodes a search may return (DESIGN.md section 5)."""
+
+    label: str | None = None
+    include_archived: bool = False  # archived nodes and stubs are hidden unless asked for
+    as_of: str | None = None  # ISO date (whole day) or UTC timestamp: valid_from <= as_of <= valid_to
+
+    def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
+        """A boolean SQL expression over the nodes table aliased `alias`, and its parameters."""
+        parts, params = [], []
+        if not self.include_archived:
+            # The unary + keeps SQLite from answering through the status index (a scan of every active
+            # node) where the node ids at hand make primary-key lookups the cheap plan.
+            parts.append(f"+{alias}.status = 'active'")
+        if self.label is not None:
+            parts.append(f"{alias}.label = ?")
+            params.append(self.label)
+        if self.as_of is not None:
+            # A date covers its whole day: compare only the date part of the stored timestamps.
+            width = 10 if len(self.as_of) == 10 else 20
+            parts.append(f"(substr({alias}.valid_from, 1, {width}) <= ? or {alias}.valid_from is null)")
+            parts.append(f"({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)")
+            params.extend([self.as_of, self.as_of])
+        return (" and ".join(parts) or "1"), params
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """What a search result shows of a node."""
+
+    id: str
+    label: str
+    name: str
+    path: str | None
+    status: str
+    confidence: float
+    updated_at: str | None
+
+
+# --- indexing (called by sync_sql.apply_notes inside its transaction) -------------------------------------
+
+
+def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
+    """(Re)index the note-level rows of `docs` = [(node_id, name, body)] with a few set-wide statements."""
+    if not docs:
+        return
+    ids = [node_id for node_id, _, _ in docs]
+    marks = ",".join("?" * len(ids))
+    # Existing rows are deleted first (contentless_delete); new nodes get their doc id from note_docs.
+    conn.execute(
+        f"delete from notes_fts where rowid in (select doc from note_docs where node_id in ({marks}))", ids
+    )
+    conn.executemany("insert or ignore into note_docs (node_id) values (?)", [(i,) for i in ids])
+    conn.executemany(
+        "insert into notes_fts (rowid, name, body) select doc, ?, ? from note_docs where node_id = ?",
+        [(name, body, node_id) for node_id, name, body in docs],
+    )
+
+
+# --- reads -------------------------------------------------------------------------------------------------
+
+
+def passage_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tuple[int, str, float]]:
+    """The best `limit` passages for `match` among allowed nodes: (chunk_id, node_id, score)."""
+    weights = ", ".join(map(str, PASSAGE_WEIGHTS))
+    ranked = f"select rowid, -bm25(chunks_fts, {weights}) as score from chunks_fts where chunks_fts match ?"
+    join = "join chunks c on c.id = f.rowid join nodes n on n.id = c.node_id"
+    return _top_allowed(conn, ranked, join, "c.node_id", match, limit, where)
+
+
+def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tuple[str, float]]:
+    """The best `limit` notes for `match` by whole-note bm25 among allowed nodes: (node_id, score)."""
+    weights = ", ".join(map(str, NOTE_WEIGHTS))
+    ranked = f"select rowid, -bm25(notes_fts, {weights}) as score from notes_fts where notes_fts match ?"
+    join = "join note_docs d on d.doc = f.rowid join nodes n on n.id = d.node_id"
+    return [(node_id, score) for _, node_id, score in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)]
+
+
+def _top_allowed(
+    conn: Any, ranked: str, join: str, node_col: str, match: str, limit: int, where: NodeFilter
+) -> list[tuple[int, str, float]]:
+    """The top `limit` rows of the FTS query `ranked` whose node passes `where`: (rowid, node_id, score).
+
+    Why two ways: joining every match to its node before sorting costs ~4x on a large vault (thousands of
+    matches per query), so the top rows are taken first and filtered after. That is exact when the filter
+    removed nothing; when it did (archived notes, a label, a date) and too few rows are left, the query runs
+    again with the filter applied to every match.
+    """
+    clause, params = where.sql()
+    rows = conn.execute(
+        f"select f.rowid, {node_col}, f.score from ({ranked} order by score desc limit ?) f {join} "
+        f"where {clause} order by f.score desc",
+        [match, limit, *params],
+    ).fetchall()
+    if len(rows) < limit and _had_more(conn, ranked, match, limit):
+        rows = conn.execute(
+            f"select f.rowid, {node_col}, f.score from ({ranked}) f {join} where {clause} "
+            f"order by f.score desc limit ?",
+            [match, *params, limit],
+        ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def _had_more(conn: Any, ranked: str, match: str, limit: int) -> bool:
+    """Whether the unfiltered query has more than the `limit` rows already looked at."""
+    return conn.execute(f"select count(*) from ({ranked} limit ?)", [match, limit + 1]).fetchone()[0] > limit
+
+
+def notes_matching(conn: Any, match: str, node_ids: Sequence[str]) -> set[str]:
+    """Which of `node_ids` have a note-level row matching `match` (e.g. every name the question holds)."""
+    if not node_ids:
+        return set()
+    marks = ",".join("?" * len(node_ids))
+    rows = conn.execute(
+        f"select d.node_id from note_docs d where d.node_id in ({marks}) "
+        f"and d.doc in (select rowid from notes_fts where notes_fts match ?)",
+        [*node_ids, match],
+    )
+    return {r[0] for r in rows}
+
+
+def passages_of(conn: Any, node_ids: Sequence[str]) -> list[tuple[int, str, str]]:
+    """Every passage of `node_ids` in note order: (chunk_id, node_id, text). For nodes that reached the
+    results without a passage among the top hits: a restricted FTS query would still scan every match."""
+    if not node_ids:
+        return []
+    marks = ",".join("?" * len(node_ids))
+    rows = conn.execute(
+        f"select id, node_id, text from chunks where node_id in ({marks}) order by node_id, ordinal",
+        list(node_ids),
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def passage_texts(conn: Any, chunk_ids: Sequence[int]) -> dict[int, str]:
+    if not chunk_ids:
+        return {}
+    marks = ",".join("?" * len(chunk_ids))
+    return dict(conn.execute(f"select id, text from chunks where id in ({marks})", list(chunk_ids)).fetchall())
+
+
+def node_rows(conn: Any, node_ids: Sequence[str], where: NodeFilter) -> dict[str, NodeRow]:
+    """The allowed ones among `node_ids`, with what a result shows."""
+    if not node_ids:
+        return {}
+    clause, params = where.sql()
+    marks = ",".join("?" * len(node_ids))
+    rows = conn.execute(
+        f"select id, label, name, path, status, confidence, updated_at from nodes n "
+        f"where id in ({marks}) and {clause}",
+        [*node_ids, *params],
+    )
+    return {r[0]: NodeRow(*r) for r in rows}
+
+
+def neighbours_of(conn: Any, node_ids: Sequence[str]) -> dict[str, set[str]]:
+    """Open edges (valid_to null) touching `node_ids`, both directions: {hit: {neighbour, ...}}."""
+    if not node_ids:
+        return {}
+    marks = ",".join("?" * len(node_ids))
+    found: dict[str, set[str]] = {}
+    for source, target in conn.execute(
+        f"select source, target from edges where valid_to is null and source in ({marks}) "
+        f"union select source, target from edges where valid_to is null and target in ({marks})",
+        [*node_ids, *node_ids],
+    ):
+        if source in node_ids:
+            found.setdefault(source, set()).add(target)
+        if target in node_ids:
+            found.setdefault(target, set()).add(source)
+    return found

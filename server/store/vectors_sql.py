@@ -1,0 +1,140 @@
+"""SQL of passage vectors: one sqlite-vec `vec0` table keyed by chunk id (synchronous; run on the DB thread).
+
+The table is created at run time, for the size the configured model gives, because a migration cannot know it.
+Which model and size filled it is recorded in `meta`; a different model or size drops the table and marks
+every passage as waiting again, so vectors of two models are never mixed (their distances mean nothing
+together). Vectors are stored unit length, so the table's L2 distance ranks exactly like cosine similarity
+(and is a little faster to compute than vec0's cosine).
+
+Only a connection with sqlite-vec loaded can touch a vec0 table. Deletes of passages are therefore recorded in
+the plain table `vec_orphans` by a trigger (migration m003) and applied here, at the next embedding batch.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+VEC_TABLE = "chunk_vectors"
+META_MODEL = "vectors_model"
+META_DIMS = "vectors_dimensions"
+
+
+@dataclass(frozen=True)
+class PendingChunk:
+    """A passage waiting for its vector, with the text the embedder sees (title and heading included)."""
+
+    id: int
+    title: str
+    heading: str
+    text: str
+
+    def embedding_text(self) -> str:
+        # The title line carries the note's name and date: on LoCoMo it helped every retrieval method.
+        head = f"{self.title} > {self.heading}" if self.heading else self.title
+        return f"{head}\n{self.text}"
+
+
+def vector_blob(vector: Sequence[float]) -> bytes:
+    """`vector` scaled to unit length as the float32 blob vec0 reads (a zero vector stays zero)."""
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    scale = 1.0 / norm if norm > 0 else 1.0
+    return array("f", (x * scale for x in vector)).tobytes()
+
+
+def _meta(conn: Any, key: str) -> str | None:
+    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def vector_space(conn: Any) -> tuple[str, int] | None:
+    """(model, dimensions) of the stored vectors, or None when no vector table exists yet."""
+    model, dims = _meta(conn, META_MODEL), _meta(conn, META_DIMS)
+    exists = conn.execute("select 1 from sqlite_master where name = ?", (VEC_TABLE,)).fetchone()
+    if model is None or dims is None or exists is None:
+        return None
+    return model, int(dims)
+
+
+def ensure_vector_table(conn: Any, model: str, dimensions: int) -> bool:
+    """Make the vec0 table hold `model` vectors of `dimensions`; True when it was (re)created.
+
+    On a change of model or size the old vectors are dropped and every passage waits for a new one."""
+    if dimensions < 1:
+        raise ValueError(f"vector size must be positive, not {dimensions}")
+    if vector_space(conn) == (model, dimensions):
+        return False
+    conn.execute(f"drop table if exists {VEC_TABLE}")
+    conn.execute(f"create virtual table {VEC_TABLE} using vec0(embedding float[{int(dimensions)}])")
+    conn.execute("update chunks set embedded_model = null where embedded_model is not null")
+    conn.execute("delete from vec_orphans")
+    for key, value in ((META_MODEL, model), (META_DIMS, str(dimensions))):
+        conn.execute(
+            "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
+            (key, value),
+        )
+    return True
+
+
+def backlog(conn: Any) -> int:
+    """How many passages wait for a vector (served by the partial index chunks_unembedded)."""
+    return conn.execute("select count(*) from chunks where embedded_model is null").fetchone()[0]
+
+
+def pending_chunks(conn: Any, limit: int) -> list[PendingChunk]:
+    rows = conn.execute(
+        "select id, title, heading, text from chunks where embedded_model is null order by id limit ?", (limit,)
+    )
+    return [PendingChunk(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def drop_orphans(conn: Any) -> int:
+    """Delete the vectors of passages that were deleted or edited since the last batch."""
+    orphans = [r[0] for r in conn.execute("select chunk_id from vec_orphans")]
+    if orphans and vector_space(conn) is not None:
+        conn.executemany(f"delete from {VEC_TABLE} where rowid = ?", [(i,) for i in orphans])
+    conn.execute("delete from vec_orphans")
+    return len(orphans)
+
+
+def store_vectors(
+    conn: Any, model: str, chunks: Sequence[PendingChunk], vectors: Sequence[Sequence[float]]
+) -> int:
+    """Store the vectors of passages that still hold the text that was embedded; returns how many.
+
+    The embedder ran outside any transaction, so a passage may have been deleted or edited meanwhile: its
+    vector is then dropped (chunk ids are never reused, so a stale id can only be absent, never someone else's).
+    """
+    drop_orphans(conn)
+    stored = 0
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        marked = conn.execute(
+            "update chunks set embedded_model = ? where id = ? and embedded_model is null "
+            "and title = ? and heading = ? and text = ?",
+            (model, chunk.id, chunk.title, chunk.heading, chunk.text),
+        ).rowcount
+        if marked:
+            conn.execute(f"delete from {VEC_TABLE} where rowid = ?", (chunk.id,))
+            conn.execute(
+                f"insert into {VEC_TABLE} (rowid, embedding) values (?, ?)", (chunk.id, vector_blob(vector))
+            )
+            stored += 1
+    return stored
+
+
+def nearest_chunks(
+    conn: Any, query: Sequence[float], k: int, where_sql: str, params: Sequence[Any]
+) -> list[tuple[int, str, float]]:
+    """The `k` passages nearest to `query` whose node passes `where_sql` (over nodes aliased n):
+    (chunk_id, node_id, cosine similarity). vec0 is brute force (FACTS.md), so k costs nothing extra."""
+    rows = conn.execute(
+        f"select c.id, c.node_id, v.distance from "
+        f"(select rowid, distance from {VEC_TABLE} where embedding match ? and k = ?) v "
+        f"join chunks c on c.id = v.rowid join nodes n on n.id = c.node_id where {where_sql}",
+        [vector_blob(query), k, *params],
+    )
+    # For unit vectors |a-b|^2 = 2 - 2 cos(a, b).
+    return [(r[0], r[1], 1.0 - (r[2] * r[2]) / 2.0) for r in rows]

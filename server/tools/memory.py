@@ -1,0 +1,111 @@
+"""`engrama_remember` and `engrama_relate`: the two tools that write what the assistant learnt."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
+
+from server.services.entities import RelationSpec
+from server.services.relate import relate
+from server.services.remember import remember
+from server.tools.common import WRITES_IDEMPOTENT, runtime, tool_errors
+
+
+class RelationIn(BaseModel):
+    type: str = Field(description="relation type from the profile, e.g. USES, WORKS_ON, RELATED_TO")
+    target: str = Field(description="name of the other entity")
+    target_label: str | None = Field(None, description="its label, when it may not exist yet")
+
+
+class Remembered(BaseModel):
+    id: str
+    created: bool = Field(
+        description="true when the entity is new; false when it merged into an existing one"
+    )
+    label: str
+    name: str
+    path: str | None = Field(
+        description="the entity's note, vault-relative; null when only the graph was written"
+    )
+    relations_created: int
+    embedded: bool = Field(description="true when vector search covers it (vectors follow within moments)")
+    message: str
+    proactive_hint: str | None = None
+
+
+class Edge(BaseModel):
+    source: str
+    rel_type: str
+    target: str
+    source_id: str
+    target_id: str
+
+
+class Related(BaseModel):
+    created: bool = Field(description="false when the relation was already recorded")
+    edge: Edge
+    note_path: str | None = Field(description="the source note holding the relation; null for graph-only")
+    message: str
+
+
+def register(mcp: MCPServer) -> None:
+    @mcp.tool(annotations=WRITES_IDEMPOTENT)
+    async def engrama_remember(
+        ctx: Context,
+        label: Annotated[
+            str, Field(description="entity type from the profile, e.g. Project, Person, Technology")
+        ],
+        name: Annotated[
+            str, Field(description="the entity's name; reuse the exact name engrama_search shows")
+        ],
+        properties: Annotated[
+            dict[str, Any], Field(description='short facts as key: value, e.g. {"status": "active"}')
+        ] = {},  # noqa: B006 - pydantic copies defaults, and the schema shows {}
+        observation: Annotated[
+            str | None, Field(description="what was learnt, one or two sentences; appended with today's date")
+        ] = None,
+        relations: Annotated[
+            list[RelationIn], Field(description="relations from this entity to others")
+        ] = [],  # noqa: B006
+    ) -> Remembered:
+        """Remember something durable about an entity (a project, person, decision, problem, technology...)
+        in the person's vault. Call it when the person shares a fact, decision or lesson worth keeping;
+        it merges by label + name, so search first and reuse the existing name. Writes or updates the
+        entity's note and never duplicates it."""
+        specs = [RelationSpec(r.type, r.target, r.target_label) for r in relations]
+        with tool_errors():
+            done = await remember(runtime(ctx), label, name, properties, observation, specs)
+        return Remembered.model_validate(done, from_attributes=True)
+
+    @mcp.tool(annotations=WRITES_IDEMPOTENT)
+    async def engrama_relate(
+        ctx: Context,
+        source: Annotated[str, Field(description="name of the entity the relation starts from")],
+        rel_type: Annotated[str, Field(description="relation type from the profile, e.g. USES, DEPENDS_ON")],
+        target: Annotated[str, Field(description="name of the entity it points to")],
+        source_label: Annotated[
+            str | None, Field(description="the source's label, if it may not exist yet")
+        ] = None,
+        target_label: Annotated[
+            str | None, Field(description="the target's label, if it may not exist yet")
+        ] = None,
+    ) -> Related:
+        """Record a typed relation between two entities, e.g. project USES technology. Call it when the
+        person states how two things are connected. Missing entities are created; the relation is written
+        into the source entity's note (its `relations:` frontmatter) so it shows in Obsidian."""
+        with tool_errors():
+            done = await relate(runtime(ctx), source, rel_type, target, source_label, target_label)
+        return Related(
+            created=done.created,
+            edge=Edge(
+                source=done.source,
+                rel_type=done.rel_type,
+                target=done.target,
+                source_id=done.source_id,
+                target_id=done.target_id,
+            ),
+            note_path=done.note_path,
+            message=done.message,
+        )

@@ -1,0 +1,88 @@
+"""`engrama_search`: find remembered entities by meaning and by words."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from server.services import reflect_hooks
+from server.services.errors import ServiceError
+from server.services.schema import optional_label
+from server.tools.common import READ_ONLY, omit_none, runtime, structured, tool_errors
+
+MAX_QUERY_CHARS = 1000  # a question or a few keywords; longer text belongs in engrama_ingest
+
+
+class SearchHit(BaseModel):
+    id: str
+    label: str
+    name: str
+    path: str | None = Field(description="vault-relative note path; null for an entity without a note")
+    score: float
+    snippet: str = Field(description="the best-matching passage")
+    updated_at: str | None = None
+    confidence: float | None = Field(None, description="1.0 = fresh; lower = not confirmed for a while")
+
+
+class PendingInsight(BaseModel):
+    id: str
+    title: str
+    pattern: str
+    confidence: float
+
+
+class SearchResult(BaseModel):
+    results: list[SearchHit]
+    search_mode: str = Field(description="hybrid, or fulltext when no embedder is configured or reachable")
+    degraded_reason: str | None = Field(
+        None, description="why search fell back to full text (absent when not)"
+    )
+    pending_insights: list[PendingInsight] | None = Field(
+        None, description="insights awaiting the person's decision about these results (absent when none)"
+    )
+    proactive_hint: str | None = None
+
+
+def register(mcp: MCPServer) -> None:
+    from server.search.service import search  # imported with the tool so a missing service fails loudly
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def engrama_search(
+        ctx: Context,
+        query: Annotated[
+            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a question or keywords")
+        ],
+        limit: Annotated[int, Field(ge=1, le=50)] = 10,
+        label: Annotated[str | None, Field(description="only entities with this label, e.g. Project")] = None,
+        include_archived: Annotated[bool, Field(description="also notes that were deleted")] = False,
+        as_of: Annotated[str | None, Field(description="ISO date: what was known on that day")] = None,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """Search the person's long-term memory (their Obsidian vault) by meaning and keywords. Call it
+        before answering anything about their projects, people, decisions or past work, and before
+        engrama_remember to find the exact name of an entity that may already exist."""
+        rt = runtime(ctx)
+        with tool_errors():
+            if not query.strip():
+                raise ServiceError("query is blank; give a question or a few keywords")
+            response = await search(
+                rt,
+                query,
+                limit=limit,
+                label=optional_label(rt.profile, label, for_writing=False),
+                include_archived=include_archived,
+                as_of=as_of,
+            )
+            hits = [SearchHit.model_validate(r, from_attributes=True) for r in response.results]
+            pending = await reflect_hooks.pending_insights_for(rt, [h.id for h in hits])
+            result = SearchResult(
+                results=hits,
+                search_mode=response.search_mode,
+                degraded_reason=response.degraded_reason,
+                pending_insights=[PendingInsight.model_validate(p, from_attributes=True) for p in pending]
+                or None,
+                proactive_hint=await reflect_hooks.proactive_hint(rt),
+            )
+            return structured(omit_none(result.model_dump(mode="json")))

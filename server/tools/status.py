@@ -1,0 +1,71 @@
+"""`engrama_status`: what the memory holds and which subsystems are on."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import BaseModel, ConfigDict
+
+from server.status import build_status
+from server.tools.common import READ_ONLY, runtime, structured, tool_errors
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")  # subsystems may report more than this schema names
+
+
+class Backend(_Open):
+    name: str
+    ok: bool
+    node_count: int
+    db_path: str
+
+
+class Vault(_Open):
+    configured: bool
+    path: str | None = None
+    note_count: int | None = None
+    watching: bool | None = None
+    last_reconcile_at: str | None = None
+    pending: int | None = None
+
+
+class Embedder(_Open):
+    configured: bool | None = None
+    provider: str | None = None
+    model: str | None = None
+    dimensions: int | None = None
+
+
+class Search(_Open):
+    mode: str
+    degraded: bool | None = None
+    reason: str | None = None
+
+
+class ProfileInfo(_Open):
+    name: str
+    modules: list[str]
+
+
+class Status(_Open):
+    """engrama-vault's status; a key is absent (not null) when its subsystem is off."""
+
+    version: str
+    backend: Backend
+    vault: Vault
+    embedder: Embedder | None = None
+    search: Search
+    profile: ProfileInfo
+
+
+def register(mcp: MCPServer) -> None:
+    @mcp.tool(annotations=READ_ONLY)
+    async def engrama_status(ctx: Context) -> Annotated[CallToolResult, Status]:
+        """Report the state of the memory: how many entities the graph holds, which vault is synced and
+        whether it is being watched, whether search is hybrid or full-text only, and the active schema
+        profile. Call it when memory tools behave unexpectedly or the person asks what is set up."""
+        with tool_errors():
+            return structured(await build_status(runtime(ctx)))

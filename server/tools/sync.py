@@ -1,0 +1,72 @@
+"""`engrama_sync_note` and `engrama_sync_vault`: bring the graph in line with notes on request."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field
+
+from server.services.notesync import sync_note, sync_vault
+from server.tools.common import WRITES_IDEMPOTENT, runtime, tool_errors
+
+
+class NoteSyncResult(BaseModel):
+    action: str = Field(description="created, updated, unchanged or archived (the note is gone)")
+    id: str | None = Field(description="the note's engrama_id")
+    inject_id: bool = Field(description="true when an engrama_id line was (or, in a dry run, would be) added")
+    moved_from: str | None = Field(None, description="the note's previous path when it was moved or renamed")
+
+
+class SyncFailure(BaseModel):
+    path: str
+    error: str
+
+
+class VaultSyncResult(BaseModel):
+    scanned: int
+    created: int
+    updated: int
+    unchanged: int
+    archived: int
+    moved: int
+    ids_injected: list[str] = Field(description="notes that got an engrama_id line")
+    errors: list[SyncFailure] = Field(description="notes that could not be synced, with what to fix")
+
+
+def register(mcp: MCPServer) -> None:
+    @mcp.tool(annotations=WRITES_IDEMPOTENT)
+    async def engrama_sync_note(
+        ctx: Context,
+        path: Annotated[str, Field(description="vault-relative note path, e.g. Projects/Engrama.md")],
+        dry_run: Annotated[bool, Field(description="report what would change without writing")] = False,
+    ) -> NoteSyncResult:
+        """Re-read one note into the memory graph right now. Changes made in Obsidian are picked up
+        automatically within a second, so call this only when the person says a note was just edited
+        and results look stale, or to check a note that will not sync."""
+        with tool_errors():
+            done = await sync_note(runtime(ctx), path, dry_run=dry_run)
+        return NoteSyncResult.model_validate(done, from_attributes=True)
+
+    @mcp.tool(annotations=WRITES_IDEMPOTENT)
+    async def engrama_sync_vault(
+        ctx: Context,
+        folder: Annotated[str | None, Field(description="only this vault-relative folder")] = None,
+        dry_run: Annotated[bool, Field(description="report what would change without writing")] = False,
+    ) -> VaultSyncResult:
+        """Reconcile the whole vault (or one folder) with the memory graph: new notes are added, changed
+        ones updated, deleted ones archived. This already happens at start-up and on every edit, so call
+        it only when the person asks for a full re-sync. Reports progress while it runs."""
+
+        last: list[tuple[int, int]] = []
+
+        async def progress(done: int, total: int) -> None:
+            last[:] = [(done, total)]
+            await ctx.report_progress(done, total, f"{done} of {total} notes")
+
+        await ctx.report_progress(0, None, "scanning the vault")
+        with tool_errors():
+            report = await sync_vault(runtime(ctx), folder, dry_run=dry_run, progress=progress)
+        if last != [(report.scanned, report.scanned)]:  # unchanged notes are skipped without a tick
+            await progress(report.scanned, report.scanned)
+        return VaultSyncResult.model_validate(report.as_dict())

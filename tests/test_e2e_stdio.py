@@ -1,0 +1,178 @@
+"""End to end: the installed `engrama-vault serve`, spawned as an MCP client would, over real stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+COMMAND = Path(sys.executable).parent / "engrama-vault"
+ENGRAMA = (
+    "---\n# written by hand\ntype: Project\nstatus: active   # keep this comment\n---\n"
+    "Engrama keeps an assistant's memory in an Obsidian vault.\n\nIt is built on [[SQLite]].\n"
+)
+pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+
+
+@pytest.fixture
+def seeded(vault: Path) -> Path:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Engrama.md").write_text(ENGRAMA, encoding="utf-8")
+    (vault / "Technologies").mkdir()
+    (vault / "Technologies/SQLite.md").write_text(
+        "SQLite is an embedded SQL database engine.\n", encoding="utf-8"
+    )
+    return vault
+
+
+def serve_args(vault: Path, db_path: Path) -> list[str]:
+    return ["serve", "--vault", str(vault), "--db", str(db_path)]
+
+
+async def call(session: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await session.call_tool(name, args)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error_of(session: ClientSession, name: str, args: dict[str, Any]) -> str:
+    result = await session.call_tool(name, args)
+    assert result.is_error
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_realistic_session_over_stdio(seeded: Path, db_path: Path, tmp_path: Path) -> None:
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(seeded, db_path))
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        started = time.perf_counter()
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert time.perf_counter() - started < 10  # generous on a shared machine; bench measures it
+            assert init.server_info.name == "engrama-vault"
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert len(tools) == 12 and all(n.startswith("engrama_") for n in tools)
+            assert tools["engrama_search"].annotations.read_only_hint is True  # type: ignore[union-attr]
+            assert tools["engrama_remember"].annotations.destructive_hint is False  # type: ignore[union-attr]
+            assert tools["engrama_relate"].output_schema is not None
+
+            synced = await call(session, "engrama_sync_vault", {})
+            assert synced["scanned"] == 2 and not synced["errors"]
+            found = await call(session, "engrama_search", {"query": "embedded SQL database"})
+            assert found["results"][0]["name"] == "SQLite"
+            remembered = await call(
+                session,
+                "engrama_remember",
+                {"label": "Person", "name": "Maya Lindqvist", "observation": "Maintains the sync engine."},
+            )
+            related = await call(
+                session,
+                "engrama_relate",
+                {"source": "Engrama", "rel_type": "USES", "target": "SQLite", "target_label": "Technology"},
+            )
+            around = await call(session, "engrama_context", {"name": "Engrama"})
+            assert ("SQLite", "USES") in {(n["name"], n["rel_type"]) for n in around["neighbours"]}
+
+            # Bad calls get a useful isError result, and the server keeps serving.
+            assert "relations" in await error_of(
+                session, "engrama_remember", {"label": "Project", "name": "X", "relations": 5}
+            )
+            assert "use one of" in await error_of(
+                session, "engrama_remember", {"label": "Planet", "name": "X"}
+            )
+            assert "use one of" in await error_of(
+                session, "engrama_relate", {"source": "Engrama", "rel_type": "ORBITS", "target": "X"}
+            )
+            assert "vault" in await error_of(session, "engrama_sync_note", {"path": "../../etc/passwd"})
+            assert "1000" in await error_of(session, "engrama_search", {"query": "x" * 10_000})
+            assert (await call(session, "engrama_status", {}))["vault"]["configured"] is True
+
+    person = (seeded / "People/Maya Lindqvist.md").read_text(encoding="utf-8")
+    assert f"engrama_id: {remembered['id']}" in person and "Maintains the sync engine." in person
+    assert related["note_path"] == "Projects/Engrama.md"
+    note = (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
+    assert note.startswith("---\n# written by hand\ntype: Project\nstatus: active   # keep this comment\n")
+    assert '  USES:\n    - "[[SQLite]]"\n' in note and "engrama_id: " in note
+    assert note.endswith(
+        "---\nEngrama keeps an assistant's memory in an Obsidian vault.\n\nIt is built on [[SQLite]].\n"
+    )
+
+
+def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _receive(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    assert proc.stdout is not None
+    return json.loads(proc.stdout.readline())
+
+
+def test_a_2025_06_18_client_is_served_and_stdin_closing_stops_the_server(
+    seeded: Path, db_path: Path
+) -> None:
+    proc = subprocess.Popen(
+        [str(COMMAND), *serve_args(seeded, db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "claude-ai", "version": "0.1.0"},
+                },
+            },
+        )
+        answer = _receive(proc)
+        assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2025-06-18"
+        assert answer["result"]["serverInfo"]["name"] == "engrama-vault"
+        assert "tools" in answer["result"]["capabilities"]
+        _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _send(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "engrama_status"}})
+        status = _receive(proc)
+        assert status["id"] == 2 and status["result"]["structuredContent"]["vault"]["configured"] is True
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_stops_the_server_cleanly(seeded: Path, db_path: Path) -> None:
+    proc = subprocess.Popen(
+        [str(COMMAND), *serve_args(seeded, db_path), "--log-level", "INFO"],
+        stdin=subprocess.PIPE,  # kept open: a client that is still connected
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})  # answered once the lifespan is up
+        _receive(proc)
+        proc.terminate()
+        assert proc.wait(timeout=20) == 0
+        assert proc.stderr is not None and b"released the vault lease" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,178 @@
+"""remember and relate against a real temporary vault and database: notes written, merged, mirrored."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from server.runtime import Runtime, open_runtime
+from server.services.context import context
+from server.services.entities import RelationSpec
+from server.services.errors import RelationNotAllowed, ServiceError, UnknownLabel, UnknownRelation
+from server.services.relate import relate
+from server.services.remember import remember
+from server.settings import Settings
+from vault_sync.identify import read_id
+from vault_sync.report import UNCHANGED
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as runtime:
+        yield runtime
+
+
+def write(vault: Path, rel: str, data: bytes) -> None:
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+async def test_remember_creates_a_note_in_the_label_folder(rt: Runtime, vault: Path) -> None:
+    done = await remember(rt, "project", "Engrama", {"status": "active"}, "Started the MCP server.")
+    assert (done.created, done.label, done.path) == (True, "Project", "Projects/Engrama.md")
+    data = (vault / "Projects/Engrama.md").read_bytes()
+    assert read_id(data) == done.id
+    text = data.decode()
+    assert "type: Project" in text and "status: active" in text and "Started the MCP server." in text
+    node = await rt.store.get_node(done.id)
+    assert node is not None and node.path == "Projects/Engrama.md" and node.properties["status"] == "active"
+    # the recorded checksum matches the file, so the watcher will see our own write as unchanged
+    assert (await rt.require_sync().sync_path("Projects/Engrama.md")).action == UNCHANGED
+
+
+async def test_remember_merges_into_a_persons_note_and_keeps_their_bytes(rt: Runtime, vault: Path) -> None:
+    original = (
+        b"---\r\n# my comment\r\ntype: Project\r\nname: Engrama\r\nstatus: idea\r\n---\r\nMy own words.\r\n"
+    )
+    write(vault, "Work/Engrama.md", original)
+    synced = await rt.require_sync().sync_path("Work/Engrama.md")
+    done = await remember(rt, "Project", "engrama", {"status": "active"}, "Shipped v1.")
+    assert (done.id, done.created, done.path, done.name) == (synced.id, False, "Work/Engrama.md", "Engrama")
+    text = (vault / "Work/Engrama.md").read_bytes().decode()
+    assert text.startswith("---\r\n# my comment\r\ntype: Project\r\nname: Engrama\r\nstatus: active\r\n")
+    assert "My own words.\r\n" in text and text.rstrip().endswith("Shipped v1.")
+    assert not (vault / "Projects").exists()
+
+
+async def test_remembering_twice_the_same_day_changes_nothing(rt: Runtime, vault: Path) -> None:
+    first = await remember(rt, "Technology", "SQLite", {"version": "3.45"}, "Used for the graph.")
+    before = (vault / "Technologies/SQLite.md").read_bytes()
+    again = await remember(rt, "Technology", "SQLite", {"version": "3.45"}, "Used for the graph.")
+    assert again.id == first.id and not again.created
+    assert (vault / "Technologies/SQLite.md").read_bytes() == before
+
+
+async def test_relations_are_mirrored_and_targets_created_with_the_inferred_label(
+    rt: Runtime, vault: Path
+) -> None:
+    done = await remember(rt, "Project", "Engrama", relations=[RelationSpec("uses", "SQLite")])
+    assert done.relations_created == 1
+    assert '"[[SQLite]]"' in (vault / "Projects/Engrama.md").read_text(encoding="utf-8")
+    around = await context(rt, "Engrama")
+    [edge] = [n for n in around.neighbours if n.rel_type == "USES"]
+    assert (edge.node.name, edge.node.label, edge.node.status, edge.direction) == (
+        "SQLite",
+        "Technology",
+        "stub",
+        "out",
+    )
+
+
+async def test_a_stub_target_becomes_the_note_when_it_is_remembered(rt: Runtime, vault: Path) -> None:
+    await remember(rt, "Project", "Engrama", relations=[RelationSpec("USES", "SQLite")])
+    stub = (await rt.store.find_nodes("SQLite"))[0]
+    done = await remember(rt, "Technology", "SQLite", observation="Fast enough.")
+    assert done.id == stub.id and done.created and done.path == "Technologies/SQLite.md"
+    assert [n.node.id for n in (await context(rt, "Engrama")).neighbours] == [done.id]
+
+
+async def test_an_unknown_label_lists_the_valid_ones(rt: Runtime, vault: Path) -> None:
+    with pytest.raises(UnknownLabel, match="did you mean Project.*use one of: .*Technology"):
+        await remember(rt, "Projekt", "Engrama")
+    with pytest.raises(UnknownLabel, match="engrama_reflect"):
+        await remember(rt, "Insight", "Everything is connected")
+    assert list(vault.iterdir()) == []
+
+
+async def test_a_bad_relation_writes_nothing_at_all(rt: Runtime, vault: Path) -> None:
+    with pytest.raises(UnknownRelation, match="use one of: .*USES"):
+        await remember(
+            rt, "Project", "Engrama", relations=[RelationSpec("USES", "A"), RelationSpec("LOVES", "B")]
+        )
+    with pytest.raises(RelationNotAllowed, match="USES cannot go from a Technology to a Project"):
+        await remember(rt, "Technology", "SQLite", relations=[RelationSpec("USES", "Engrama", "Project")])
+    assert list(vault.iterdir()) == []
+    assert await rt.store.find_nodes("A") == []
+
+
+async def test_a_relation_to_a_note_of_the_wrong_type_says_how_to_fix_it(rt: Runtime, vault: Path) -> None:
+    write(vault, "Notes/React.md", b"# React\n")
+    await rt.require_sync().sync_path("Notes/React.md")
+    with pytest.raises(RelationNotAllowed, match=r"'React' is a Note \(Notes/React.md\).*RELATED_TO"):
+        await remember(rt, "Project", "Engrama", relations=[RelationSpec("USES", "React")])
+
+
+async def test_reserved_and_nested_properties_are_refused(rt: Runtime) -> None:
+    with pytest.raises(ServiceError, match="reserved"):
+        await remember(rt, "Project", "Engrama", {"engrama_id": "x"})
+    with pytest.raises(ServiceError, match="flatten"):
+        await remember(rt, "Project", "Engrama", {"owner": {"name": "Maya"}})
+    with pytest.raises(ServiceError, match="wikilinks"):
+        await remember(rt, "Project", "[[Engrama]]")
+
+
+async def test_a_file_name_taken_by_another_entity_gets_a_suffix(rt: Runtime, vault: Path) -> None:
+    write(vault, "Projects/Atlas.md", b"---\ntype: Concept\n---\nThe idea.\n")
+    await rt.require_sync().sync_path("Projects/Atlas.md")
+    done = await remember(rt, "Project", "Atlas")
+    assert done.path == "Projects/Atlas 2.md" and done.created
+    other = (vault / "Projects/Atlas.md").read_bytes()
+    assert other.startswith(b"---\ntype: Concept\nengrama_id: ") and other.endswith(b"---\nThe idea.\n")
+
+
+async def test_an_unsynced_note_of_the_same_entity_is_merged_not_duplicated(rt: Runtime, vault: Path) -> None:
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nMine.\n")
+    done = await remember(rt, "Project", "Atlas", {"status": "active"})
+    assert done.path == "Projects/Atlas.md" and not done.created
+    assert sorted(p.name for p in (vault / "Projects").iterdir()) == ["Atlas.md"]
+
+
+async def test_a_follower_writes_the_graph_only_and_says_so(rt: Runtime, vault: Path) -> None:
+    rt.require_sync().writable = False
+    done = await remember(
+        rt, "Project", "Engrama", {"status": "active"}, "Noted.", [RelationSpec("USES", "SQLite")]
+    )
+    assert done.path is None and "graph only" in done.message and done.relations_created == 1
+    assert list(vault.iterdir()) == []
+    node = await rt.store.get_node(done.id)
+    assert node is not None and node.properties["observations"][0].endswith("Noted.")
+    assert [n.node.name for n in (await context(rt, "Engrama")).neighbours] == ["SQLite"]
+
+
+async def test_relate_mirrors_the_edge_into_the_source_note(rt: Runtime, vault: Path) -> None:
+    write(vault, "Projects/Engrama.md", b"---\ntype: Project\n---\nBody stays.\n")
+    synced = await rt.require_sync().sync_path("Projects/Engrama.md")
+    done = await relate(rt, "Engrama", "uses", "watchdog", target_label="Technology")
+    assert (done.created, done.rel_type, done.note_path) == (True, "USES", "Projects/Engrama.md")
+    assert (vault / "Projects/Engrama.md").read_text(encoding="utf-8") == (
+        f'---\ntype: Project\nengrama_id: {synced.id}\nrelations:\n  USES:\n    - "[[watchdog]]"\n---\nBody stays.\n'
+    )
+    again = await relate(rt, "Engrama", "USES", "watchdog")
+    assert not again.created and again.target_id == done.target_id
+
+
+async def test_relate_creates_a_missing_source_when_its_label_is_clear(rt: Runtime, vault: Path) -> None:
+    done = await relate(rt, "Harbor", "HAS_PROBLEM", "Slow import")
+    assert done.note_path == "Projects/Harbor.md"
+    target = await rt.store.get_node(done.target_id)
+    assert target is not None and target.label == "Problem"
+    with pytest.raises(ServiceError, match="give source_label"):
+        await relate(rt, "Nobody yet", "RELATED_TO", "Harbor")
+
+
+async def test_an_entity_cannot_relate_to_itself(rt: Runtime) -> None:
+    with pytest.raises(ServiceError, match="itself"):
+        await relate(rt, "Engrama", "RELATED_TO", "engrama", source_label="Project")
