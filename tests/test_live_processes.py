@@ -108,7 +108,7 @@ async def graph(db_path: Path) -> AsyncIterator[Callable[[], Any]]:
         await store.close()
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = 30.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
