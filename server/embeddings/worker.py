@@ -76,9 +76,10 @@ def _set_embedder_status(rt: Runtime, embedder: Embedder, backlog: int) -> None:
     rt.state["embedder_status"] = status
 
 
-def attach_embedder(rt: Runtime, embedder: Embedder) -> None:
+async def attach_embedder(rt: Runtime, embedder: Embedder) -> None:
     """Let search embed queries with `embedder` (the same one that embeds passages)."""
     rt.state[QUERY_EMBEDDER] = embedder
+    await rt.store.read(vectors_sql.map_into_memory)
 
 
 # --- the work ------------------------------------------------------------------------------------------
@@ -90,15 +91,18 @@ def _require_vectors(rt: Runtime) -> None:
 
 
 async def prepare_vector_table(rt: Runtime, embedder: Embedder) -> bool:
-    """Make the stored vectors belong to `embedder` (a probe reveals an unknown size); True if rebuilt."""
+    """Make the stored vectors belong to `embedder`; True if they were rebuilt.
+
+    One probe text is embedded first, even when the size is configured: it reveals an unknown size, loads a
+    local model, and finds an unreachable or misconfigured service before search relies on it."""
     _require_vectors(rt)
-    dims = embedder.dimensions
-    if dims is None:
-        [probe] = await asyncio.wait_for(embedder.embed(["dimension probe"]), PROBE_TIMEOUT)
-        dims = len(probe)
+    [probe] = await asyncio.wait_for(embedder.embed(["dimension probe"]), PROBE_TIMEOUT)
+    dims = len(probe)
     rebuilt = await rt.store.write(vectors_sql.ensure_vector_table, model_key(embedder), dims)
     if rebuilt:
-        log.info("vector index set up for %s (%d dimensions); all passages will be embedded", embedder.model, dims)
+        log.info(
+            "vector index set up for %s (%d dimensions); all passages will be embedded", embedder.model, dims
+        )
     return rebuilt
 
 
@@ -114,7 +118,9 @@ async def embed_batch(rt: Runtime, embedder: Embedder, size: int = BATCH_SIZE) -
     return await rt.store.write(_store_batch, model_key(embedder), pending, vectors)
 
 
-def _store_batch(conn: Any, model: str, pending: list[vectors_sql.PendingChunk], vectors: list[list[float]]) -> int:
+def _store_batch(
+    conn: Any, model: str, pending: list[vectors_sql.PendingChunk], vectors: list[list[float]]
+) -> int:
     # The table is checked again in this transaction: another process may have rebuilt it for its model.
     vectors_sql.ensure_vector_table(conn, model, len(vectors[0]))
     vectors_sql.store_vectors(conn, model, pending, vectors)
@@ -204,7 +210,11 @@ async def embedding_worker(
     s = rt.settings
     try:
         embedder = embedder or make_embedder(
-            s.embedding_provider, s.embedding_model, s.embedding_dimensions, s.openai_base_url, s.openai_api_key
+            s.embedding_provider,
+            s.embedding_model,
+            s.embedding_dimensions,
+            s.openai_base_url,
+            s.openai_api_key,
         )
     except ValueError as exc:
         mark_degraded(rt, f"embedder not configured correctly: {exc}")
@@ -219,7 +229,7 @@ async def embedding_worker(
         yield None
         await embedder.aclose()
         return
-    attach_embedder(rt, embedder)
+    await attach_embedder(rt, embedder)
     worker = EmbeddingWorker(rt, embedder, batch_size)
     worker.start()
     try:

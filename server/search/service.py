@@ -1,6 +1,6 @@
 """`search`: find the notes (nodes) that answer a question, each with its best passage (DESIGN.md section 7).
 
-One search is three short reads on the database thread:
+One search is one unit of work on the database thread (a single hop, one consistent snapshot), in three steps:
 
 1. candidates: the best passages and notes by bm25 (the question made safe by fts_query/names), the nearest
    passages by vector when an embedder is up, and which candidates hold every name of the question;
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 MAX_LIMIT = 50
 MIN_LEADERS = 50  # candidates kept for the graph and recency step (at least 5 x limit)
-QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this a search answers from full text rather than keep the person waiting
+QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather than keep the person waiting
 MAX_EMBED_CHARS = 2000  # a question's meaning is in its first lines; long inputs would only slow the embedder
 
 
@@ -122,26 +122,47 @@ async def run_search(
         mode, reason = _mode_without_query(rt)
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
-    found, weights, vector_reason = await rt.store.read(
-        _gather_candidates, match, all_names_match(names), vector, where, tuning
-    )
+    plan = _Plan(match, all_names_match(names), query_tokens(query), vector, where, limit, tuning)
+    ranked, vector_reason = await rt.store.read(_rank, plan)
     if vector_reason is not None:
         vector, reason = None, vector_reason
-    # Graph and recency add at most `graph + recency` (0.15): only the text leaders can still reach the top.
-    leaders = sorted(found.values(), key=lambda c: -c.text_score)[: max(MIN_LEADERS, 5 * limit)]
-    found = {c.node_id: c for c in leaders}
-    nodes = await rt.store.read(_add_graph, found, where, weights)
-    now = datetime.now(UTC)
-    for c in found.values():
-        row = nodes.get(c.node_id)
-        if row is not None and weights.recency > 0:
-            c.signals["recency"] = weights.recency * fusion.recency(
-                row.confidence, row.updated_at, now, weights.half_life_days
-            )
-    top = [c for c in fusion.ranked(found) if c.node_id in nodes][:limit]
-    snippets = await rt.store.read(_snippets, query_tokens(query), top)
-    hits = [_hit(c, nodes[c.node_id], snippets.get(c.node_id, ""), explain) for c in top]
+    hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
     return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the database-thread part of one search needs."""
+
+    match: str
+    names_match: str | None
+    tokens: list[str]
+    vector: QueryVector | None
+    where: NodeFilter
+    limit: int
+    tuning: Tuning
+
+
+def _rank(conn: Any, plan: _Plan) -> tuple[list[tuple[Candidate, NodeRow, str]], str | None]:
+    """The whole ranking as one unit on the database thread (one hop, one consistent snapshot):
+    (candidate, node, snippet) best first, and why the vector was left out when it was."""
+    found, weights, reason = _gather_candidates(
+        conn, plan.match, plan.names_match, plan.vector, plan.where, plan.tuning
+    )
+    # Graph and recency add at most `graph + recency` (0.15): only the text leaders can still reach the top.
+    leaders = sorted(found.values(), key=lambda c: -c.text_score)[: max(MIN_LEADERS, 5 * plan.limit)]
+    found = {c.node_id: c for c in leaders}
+    nodes = _add_graph(conn, found, plan.where, weights)
+    if weights.recency > 0:
+        now = datetime.now(UTC)
+        for c in found.values():
+            if (row := nodes.get(c.node_id)) is not None:
+                c.signals["recency"] = weights.recency * fusion.recency(
+                    row.confidence, row.updated_at, now, weights.half_life_days
+                )
+    top = [c for c in fusion.ranked(found) if c.node_id in nodes][: plan.limit]
+    snippets = _snippets(conn, plan.tokens, top)
+    return [(c, nodes[c.node_id], snippets.get(c.node_id, "")) for c in top], reason
 
 
 def _mode_without_query(rt: Runtime) -> tuple[str, str | None]:
@@ -201,7 +222,9 @@ def _gather_candidates(
             )
         else:
             clause, params = where.sql()
-            vectors = vectors_sql.nearest_chunks(conn, vector.values, tuning.vector_candidates, clause, params)
+            vectors = vectors_sql.nearest_chunks(
+                conn, vector.values, tuning.vector_candidates, clause, params
+            )
     weights = tuning.hybrid if vector is not None and reason is None else tuning.fulltext
     if not tuning.use_notes:
         weights = replace(weights, note=0.0)

@@ -94,7 +94,10 @@ def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tupl
     weights = ", ".join(map(str, NOTE_WEIGHTS))
     ranked = f"select rowid, -bm25(notes_fts, {weights}) as score from notes_fts where notes_fts match ?"
     join = "join note_docs d on d.doc = f.rowid join nodes n on n.id = d.node_id"
-    return [(node_id, score) for _, node_id, score in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)]
+    return [
+        (node_id, score)
+        for _, node_id, score in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)
+    ]
 
 
 def _top_allowed(
@@ -157,7 +160,9 @@ def passage_texts(conn: Any, chunk_ids: Sequence[int]) -> dict[int, str]:
     if not chunk_ids:
         return {}
     marks = ",".join("?" * len(chunk_ids))
-    return dict(conn.execute(f"select id, text from chunks where id in ({marks})", list(chunk_ids)).fetchall())
+    return dict(
+        conn.execute(f"select id, text from chunks where id in ({marks})", list(chunk_ids)).fetchall()
+    )
 
 
 def node_rows(conn: Any, node_ids: Sequence[str], where: NodeFilter) -> dict[str, NodeRow]:

@@ -1,0 +1,79 @@
+"""The note-level full-text rows (migration m003): filled by every sync, backfilled for older databases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlean
+
+from server.store import migrations, search_sql
+from server.store.database import connect_sync
+
+
+def note_rows(conn, word: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "select d.node_id from notes_fts join note_docs d on d.doc = notes_fts.rowid "
+            "where notes_fts match ? order by d.node_id",
+            (f'"{word}"',),
+        )
+    ]
+
+
+def test_a_database_from_before_the_note_rows_is_backfilled(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlean.connect(str(path), isolation_level=None)
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:2])
+    migrations.apply_migrations(conn)
+    conn.execute(
+        "insert into nodes (id, label, name, created_at, updated_at) values ('n1', 'Note', 'Garden', 'x', 'x')"
+    )
+    conn.executemany(
+        "insert into chunks (node_id, ordinal, title, text) values ('n1', ?, 'Garden', ?)",
+        [(0, "Tomatoes want sun."), (1, "Basil wants water.")],
+    )
+    conn.close()
+    monkeypatch.undo()
+    conn, _ = connect_sync(path)
+    assert note_rows(conn, "basil") == ["n1"] and note_rows(conn, "tomatoes") == ["n1"]
+    assert note_rows(conn, "garden") == ["n1"]  # the name is indexed too
+
+
+def test_reindexing_a_note_replaces_its_row(tmp_path: Path) -> None:
+    conn, _ = connect_sync(tmp_path / "g.db", load_vec=False)
+    for node in ("a", "b"):
+        conn.execute(
+            "insert into nodes (id, label, name, created_at, updated_at) values (?, 'Note', ?, 'x', 'x')",
+            (node, node.upper()),
+        )
+    search_sql.index_note_docs(conn, [("a", "A", "old words here"), ("b", "B", "old words too")])
+    search_sql.index_note_docs(conn, [("a", "A", "new text")])
+    assert note_rows(conn, "old") == ["b"]
+    assert note_rows(conn, "new") == ["a"]
+
+
+def test_deleting_a_node_deletes_its_row(tmp_path: Path) -> None:
+    conn, _ = connect_sync(tmp_path / "g.db", load_vec=False)
+    conn.execute(
+        "insert into nodes (id, label, name, created_at, updated_at) values ('a', 'Note', 'A', 'x', 'x')"
+    )
+    search_sql.index_note_docs(conn, [("a", "A", "ephemeral")])
+    conn.execute("delete from nodes where id = 'a'")
+    assert note_rows(conn, "ephemeral") == []
+    assert conn.execute("select count(*) from note_docs").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("as_of", "valid"),
+    [("2024-01-01", True), ("2023-12-31", False), ("2024-06-30", True), ("2024-07-01", False)],
+)
+def test_the_as_of_filter_compares_whole_days(tmp_path: Path, as_of: str, valid: bool) -> None:
+    conn, _ = connect_sync(tmp_path / "g.db", load_vec=False)
+    conn.execute(
+        "insert into nodes (id, label, name, valid_from, valid_to, created_at, updated_at) "
+        "values ('a', 'Note', 'A', '2024-01-01T23:00:00Z', '2024-06-30T01:00:00Z', 'x', 'x')"
+    )
+    found = search_sql.node_rows(conn, ["a"], search_sql.NodeFilter(as_of=as_of))
+    assert ("a" in found) is valid
