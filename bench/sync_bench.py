@@ -60,7 +60,9 @@ def main() -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
         rebuild, report, _ = run_sync(vault, db)
-        print(f"rebuild (no db):{rebuild:6.2f} s  {args.notes / rebuild:7.0f} notes/s  created={report['created']}")
+        print(
+            f"rebuild (no db):{rebuild:6.2f} s  {args.notes / rebuild:7.0f} notes/s  created={report['created']}"
+        )
         print(f"db size: {os.path.getsize(db) / 2**20:.0f} MiB")
 
 

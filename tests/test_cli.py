@@ -40,7 +40,9 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
 def test_init_records_the_profile_and_status_json_reports_it(tmp_path: Path) -> None:
     vault, db = tmp_path / "vault", tmp_path / "g.db"
     vault.mkdir()
-    done = run("init", "--vault", str(vault), "--db", str(db), "--profile", "base", "--modules", "teaching", "ai")
+    done = run(
+        "init", "--vault", str(vault), "--db", str(db), "--profile", "base", "--modules", "teaching", "ai"
+    )
     assert done.returncode == 0, done.stderr
     assert (vault / ".engrama" / "config.yaml").exists() and db.exists()
     status = json.loads(run("status", "--vault", str(vault), "--db", str(db), "--json").stdout)

@@ -50,7 +50,7 @@ async def graph_snapshot(store: GraphStore) -> tuple[set, set]:
 
 
 SAMPLE = {
-    "Projects/Engrama.md": "---\ntype: Project\nrelations:\n  USES: [\"[[SQLite]]\"]\n---\nSee [[Idempotent writes]].\n",
+    "Projects/Engrama.md": '---\ntype: Project\nrelations:\n  USES: ["[[SQLite]]"]\n---\nSee [[Idempotent writes]].\n',
     "Technologies/SQLite.md": "---\ntype: Technology\naliases: [sqlite3]\n---\nEmbedded database.\n",
     "Concepts/Idempotent writes.md": "Repeatable. Links to [[Missing Note]] and [[sqlite3|the db]].\n",
     "Courses/Databases.md": "---\ntype: Course\nrelations:\n  COVERS: [[Idempotent writes]]\n---\n",
@@ -123,7 +123,9 @@ async def test_edit_rename_delete_and_revive(vault: Path, store: GraphStore) -> 
     assert revived is not None and revived.status == "active"
 
 
-async def test_a_copied_note_gets_a_fresh_id_and_the_original_keeps_its_own(vault: Path, store: GraphStore) -> None:
+async def test_a_copied_note_gets_a_fresh_id_and_the_original_keeps_its_own(
+    vault: Path, store: GraphStore
+) -> None:
     sync = engine(vault, store)
     write(vault, "Notes/Original.md", "---\ntype: Concept\n---\nText.\n")
     original = (await sync.sync_path("Notes/Original.md")).id

@@ -12,8 +12,12 @@ from server.store.migrations import MIGRATIONS, apply_migrations
 from vault_sync.model import Chunk, FileState, Link, ParsedNote
 
 
-def note(path: str, name: str, *, links: tuple[Link, ...] = (), aliases: tuple[str, ...] = (), label="Project"):
-    return ParsedNote(path=path, engrama_id=None, label=label, name=name, aliases=aliases, links=links, body="")
+def note(
+    path: str, name: str, *, links: tuple[Link, ...] = (), aliases: tuple[str, ...] = (), label="Project"
+):
+    return ParsedNote(
+        path=path, engrama_id=None, label=label, name=name, aliases=aliases, links=links, body=""
+    )
 
 
 def state(path: str, checksum: str = "c1") -> FileState:
@@ -21,7 +25,9 @@ def state(path: str, checksum: str = "c1") -> FileState:
 
 
 def fts_hits(conn, word: str) -> list[int]:
-    return [r[0] for r in conn.execute("select rowid from chunks_fts where chunks_fts match ?", (f'"{word}"',))]
+    return [
+        r[0] for r in conn.execute("select rowid from chunks_fts where chunks_fts match ?", (f'"{word}"',))
+    ]
 
 
 async def test_apply_note_twice_is_idempotent(store: GraphStore) -> None:
@@ -62,7 +68,9 @@ async def test_merge_entity_promotes_a_stub_of_that_name(store: GraphStore) -> N
 
 async def test_fts_rows_follow_chunk_insert_update_delete(store: GraphStore) -> None:
     n = note("Notes/a.md", "A")
-    await store.apply_note(n, "a", [Chunk(0, "", "alpha words"), Chunk(1, "", "beta words")], state(n.path, "1"))
+    await store.apply_note(
+        n, "a", [Chunk(0, "", "alpha words"), Chunk(1, "", "beta words")], state(n.path, "1")
+    )
     assert len(await store.read(fts_hits, "alpha")) == 1
     await store.apply_note(n, "a", [Chunk(0, "", "gamma words")], state(n.path, "2"))
     assert await store.read(fts_hits, "alpha") == []
@@ -126,3 +134,23 @@ async def test_a_store_without_sqlite_vec_degrades_to_full_text(db_path: Path) -
         assert len(await store.read(fts_hits, "searchable")) == 1
     finally:
         await store.close()
+
+
+def test_opening_waits_for_another_process_that_is_setting_the_database_up(tmp_path: Path) -> None:
+    # Two clients starting at once: one holds the new file's lock while the other switches it to WAL.
+    import threading
+
+    path = tmp_path / "shared.db"
+    other = sqlean.connect(str(path), isolation_level=None, check_same_thread=False)
+    other.execute("create table t (x)")
+    other.execute("begin immediate")
+    other.execute("insert into t values (1)")
+    releaser = threading.Timer(0.5, lambda: other.execute("commit"))
+    releaser.start()
+    try:
+        conn, _ = connect_sync(path)
+        assert conn.execute("pragma journal_mode").fetchone()[0] == "wal"
+        conn.close()
+    finally:
+        releaser.join()
+        other.close()

@@ -21,7 +21,9 @@ class GraphPort(Protocol):
 
     async def node_by_id(self, node_id: str) -> NodeRef | None: ...
 
-    async def apply_note(self, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState) -> bool:
+    async def apply_note(
+        self, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState
+    ) -> bool:
         """Upsert the node of a note and replace its edges, chunks and file state. True when the node is new.
 
         The node keeps its id across renames (`state.path` may differ from the stored one); links are

@@ -37,7 +37,9 @@ from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, 
 
 log = logging.getLogger(__name__)
 
-MAX_NOTE_BYTES = 10 * 1024 * 1024  # a note this large is an attachment or an accident: reported, never read whole
+MAX_NOTE_BYTES = (
+    10 * 1024 * 1024
+)  # a note this large is an attachment or an accident: reported, never read whole
 _READ_ATTEMPTS = 3
 _OPEN_READ = (
     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -9,6 +9,7 @@ is then never interleaved with statements of another coroutine sharing the conne
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,26 @@ def _load_vec(conn: sqlean.Connection, extension: str | None) -> VectorSupport:
         return VectorSupport(ok=False, reason=f"sqlite-vec could not be loaded: {exc}")
 
 
+def _enable_wal(conn: sqlean.Connection) -> None:
+    """Switch the file to WAL, waiting out another process doing the same.
+
+    Switching needs an exclusive lock and SQLite reports SQLITE_BUSY for it without calling the busy
+    handler, so two servers opening a new database at once (Claude Desktop and Cursor) would fail; retry."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            if conn.execute("pragma journal_mode").fetchone()[0].lower() == "wal":
+                return
+            conn.execute("pragma journal_mode = wal")
+            return
+        except sqlean.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+
 def connect_sync(
     path: Path, *, load_vec: bool = True, vec_extension: str | None = None
 ) -> tuple[sqlean.Connection, VectorSupport]:
@@ -62,7 +83,7 @@ def connect_sync(
     )
     conn.row_factory = sqlean.Row
     conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("pragma journal_mode = wal")
+    _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma foreign_keys = on")
     vec = (

@@ -181,9 +181,13 @@ def apply_migrations(conn: Any) -> int:
     Statements run one by one inside BEGIN IMMEDIATE (executescript() would commit early), and the list of
     applied migrations is re-read under that lock, so two processes opening a new file at once are safe.
     """
+    # BEGIN IMMEDIATE takes the write lock first (waiting for it): a bare write that starts as a read and then
+    # upgrades can get SQLITE_BUSY at once when another process is migrating the same new file.
+    conn.execute("begin immediate")
     conn.execute(
         "create table if not exists schema_migrations (number integer primary key, name text, applied_at text)"
     )
+    conn.execute("commit")
     ran = 0
     for number, name, script in MIGRATIONS:
         conn.execute("begin immediate")
