@@ -7,6 +7,7 @@ the old one plus the id, or nothing is returned and the caller leaves the file a
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from vault_sync.errors import MalformedNote
@@ -21,6 +22,17 @@ from vault_sync.yaml_edit import (
 )
 
 ID_KEY = "engrama_id"
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _id_entry(new_id: str, *, indent: str = "", newline: str = "\n") -> str:
+    """The `engrama_id: <id>` line. A UUID is a plain YAML scalar as it stands, so it skips the general
+    renderer (a YAML dump and re-load per line: most of the cost of identifying a vault's notes)."""
+    if _UUID.fullmatch(new_id):
+        return f"{indent}{ID_KEY}: {new_id}{newline}"
+    return render_entry(ID_KEY, new_id, indent=indent, newline=newline)
 
 
 def new_engrama_id() -> str:
@@ -43,13 +55,13 @@ def insert_id(data: bytes, new_id: str) -> bytes:
     span, old = read_frontmatter(data)
     expected = {**old, ID_KEY: new_id}
     if span is None:
-        edited = prepend_block(data, render_entry(ID_KEY, new_id))
+        edited = prepend_block(data, _id_entry(new_id))
         return verify(edited, expected, "adding engrama_id")
     current = old.get(ID_KEY)
     if current is not None and str(current).strip():
         raise MalformedNote(f"the note already has engrama_id {current!r}; it was left alone")
     text = yaml_text(data, span)
-    line = render_entry(ID_KEY, new_id, indent=mapping_indent(text), newline=span.newline.decode())
+    line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
     if ID_KEY in old:  # present but empty: fill it in rather than add a duplicate key
         entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
         edited = splice(data, span, text, entry.start, entry.end, line)
@@ -79,6 +91,6 @@ def set_id(data: bytes, new_id: str) -> bytes:
         return insert_id(data, new_id)
     text = yaml_text(data, span)
     entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
-    line = render_entry(ID_KEY, new_id, indent=mapping_indent(text), newline=span.newline.decode())
+    line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
     edited = splice(data, span, text, entry.start, entry.end, line)
     return verify(edited, {**old, ID_KEY: new_id}, "replacing engrama_id")

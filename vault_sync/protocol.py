@@ -21,6 +21,10 @@ class GraphPort(Protocol):
 
     async def node_by_id(self, node_id: str) -> NodeRef | None: ...
 
+    async def nodes_by_ids(self, node_ids: Sequence[str]) -> dict[str, NodeRef]:
+        """The nodes of those ids that exist, keyed by id (one query for a whole batch)."""
+        ...
+
     async def apply_note(
         self, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState
     ) -> bool:

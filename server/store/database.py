@@ -85,6 +85,11 @@ def connect_sync(
     conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
+    # A 64 MiB page cache (the default is 2 MiB) and checkpoints every ~40 MiB of WAL instead of every 4 MiB:
+    # FTS5 segment merges re-read recent pages, and a first sync writes hundreds of MiB (measured ~20% faster).
+    conn.execute("pragma cache_size = -65536")
+    conn.execute("pragma temp_store = memory")
+    conn.execute("pragma wal_autocheckpoint = 10000")
     conn.execute("pragma foreign_keys = on")
     vec = (
         _load_vec(conn, vec_extension) if load_vec else VectorSupport(ok=False, reason="sqlite-vec disabled")

@@ -54,6 +54,9 @@ class GraphStore:
     async def node_by_id(self, node_id: str) -> NodeRef | None:
         return await self.read(sync_sql.node_by_id, node_id)
 
+    async def nodes_by_ids(self, node_ids: Sequence[str]) -> dict[str, NodeRef]:
+        return await self.read(sync_sql.nodes_by_ids, node_ids) if node_ids else {}
+
     async def apply_note(
         self, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState
     ) -> bool:

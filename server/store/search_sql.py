@@ -62,20 +62,29 @@ class NodeRow:
 
 
 def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
-    """(Re)index the note-level rows of `docs` = [(node_id, name, body)] with a few set-wide statements."""
+    """(Re)index the note-level rows of `docs` = [(node_id, name, body)] with set-wide statements.
+
+    FTS5 indexes one INSERT ... SELECT of many rows about twice as fast as the same rows inserted one by one,
+    so the bodies are staged in a temp table first. Old rows are deleted by rowid equality: FTS5 cannot use
+    `rowid IN (subquery)` and would scan the whole index."""
     if not docs:
         return
-    ids = [node_id for node_id, _, _ in docs]
+    ids = [(node_id,) for node_id, _, _ in docs]
     marks = ",".join("?" * len(ids))
-    # Existing rows are deleted first (contentless_delete); new nodes get their doc id from note_docs.
+    old = conn.execute(
+        f"select doc from note_docs where node_id in ({marks})", [i for (i,) in ids]
+    ).fetchall()
+    conn.executemany("delete from notes_fts where rowid = ?", [(row[0],) for row in old])
+    conn.executemany("insert or ignore into note_docs (node_id) values (?)", ids)
     conn.execute(
-        f"delete from notes_fts where rowid in (select doc from note_docs where node_id in ({marks}))", ids
+        "create temp table if not exists note_stage (node_id text primary key, name text, body text)"
     )
-    conn.executemany("insert or ignore into note_docs (node_id) values (?)", [(i,) for i in ids])
-    conn.executemany(
-        "insert into notes_fts (rowid, name, body) select doc, ?, ? from note_docs where node_id = ?",
-        [(name, body, node_id) for node_id, name, body in docs],
+    conn.executemany("insert or replace into temp.note_stage values (?, ?, ?)", docs)
+    conn.execute(
+        "insert into notes_fts (rowid, name, body) "
+        "select d.doc, s.name, s.body from temp.note_stage s join note_docs d on d.node_id = s.node_id"
     )
+    conn.execute("delete from temp.note_stage")
 
 
 # --- reads -------------------------------------------------------------------------------------------------

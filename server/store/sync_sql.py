@@ -48,6 +48,18 @@ def node_by_id(conn: Any, node_id: str) -> NodeRef | None:
     return None if row is None else row_to_ref(row)
 
 
+def nodes_by_ids(conn: Any, node_ids: Sequence[str]) -> dict[str, NodeRef]:
+    found: dict[str, NodeRef] = {}
+    unique = list(dict.fromkeys(node_ids))
+    for start in range(0, len(unique), 500):  # stay under SQLite's host-parameter limit
+        part = unique[start : start + 500]
+        rows = conn.execute(
+            f"select id, label, name, path, status from nodes where id in ({','.join('?' * len(part))})", part
+        ).fetchall()
+        found.update((row["id"], row_to_ref(row)) for row in rows)
+    return found
+
+
 def link_keys(path: str | None, name: str, aliases: Sequence[str]) -> list[tuple[str, str]]:
     """The (key, kind) pairs a wikilink may use to reach a node, casefolded like Obsidian's matching."""
     keys: list[tuple[str, str]] = []
