@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
 """One SQLite file opened through `sqlean` (so sqlite-vec can load), driven from asyncio by aiosqlite.
 
 The standard `sqlite3` module of many Python builds cannot load extensions (FACTS.md), so the connection is

@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
 """Numbered schema migrations, applied in order on open; each runs once (recorded in `schema_migrations`)."""
 
 from __future__ import annotations
