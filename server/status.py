@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from server import __version__
+from server.embeddings.worker import current_search_status
 from server.runtime import Runtime
 
 
@@ -18,7 +19,7 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
         "version": __version__,
         "backend": {"name": "sqlite", "ok": True, "node_count": node_count, "db_path": str(rt.store.path)},
         "vault": _vault_status(rt, counts),
-        "search": _search_status(rt),
+        "search": current_search_status(rt),
         "profile": {"name": rt.profile.name, "modules": list(rt.profile.modules)},
     }
     embedder = rt.state.get("embedder_status")
@@ -41,14 +42,3 @@ def _vault_status(rt: Runtime, counts: dict[str, int]) -> dict[str, Any]:
     if last:
         vault["last_reconcile_at"] = last
     return vault
-
-
-def _search_status(rt: Runtime) -> dict[str, Any]:
-    search = rt.state.get("search_status")
-    if isinstance(search, dict):
-        return search
-    if rt.settings.embedding_provider == "none":
-        return {"mode": "fulltext", "degraded": False}
-    if not rt.store.db.vec.ok:
-        return {"mode": "fulltext", "degraded": True, "reason": rt.store.db.vec.reason}
-    return {"mode": "hybrid", "degraded": False}

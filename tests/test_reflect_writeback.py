@@ -14,6 +14,7 @@ from server.reflect.service import (
     reflect,
     write_insight_to_vault,
 )
+from server.store import memory_sql
 from vault_sync.checksum import sha256_hex
 
 
@@ -60,7 +61,8 @@ async def test_the_graph_records_what_was_written(vault, db_path) -> None:
         await write_insight_to_vault(rt, await approved_insight(rt))
         state = await rt.store.file_state(b.paths["Alpha"])
         [alpha] = await rt.store.find_nodes("Alpha")
-        neighbours = {n.node.name for n in await rt.store.neighbours(alpha.id)}
+        rows, _ = await rt.store.read(memory_sql.neighbourhood, alpha.id, 1, 100)
+        neighbours = {node.name for node, *_ in rows}
         named_alpha = await rt.store.find_nodes("Alpha")
     assert state is not None and state.checksum == sha256_hex(b.read("Alpha"))
     assert "Beta" in neighbours  # the section's wikilinks joined the graph

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import sqlean
 
-from server.store import GraphStore
+from server.store import GraphStore, memory_sql
 from server.store.database import connect_sync
 from server.store.migrations import MIGRATIONS, apply_migrations
 from vault_sync.model import Chunk, FileState, Link, ParsedNote
@@ -22,6 +22,12 @@ def note(
 
 def state(path: str, checksum: str = "c1") -> FileState:
     return FileState(path=path, size=10, mtime_ns=1, checksum=checksum, node_id=None)
+
+
+async def neighbours(store: GraphStore, node_id: str) -> list:
+    """Rows of (node, rel_type, direction, hops, via) one hop out, as `engrama_context` reads them."""
+    rows, _ = await store.read(memory_sql.neighbourhood, node_id, 1, 100)
+    return rows
 
 
 def fts_hits(conn, word: str) -> list[int]:
@@ -104,11 +110,11 @@ async def test_archived_nodes_are_hidden_from_lookups_and_neighbours(store: Grap
     b = note("Projects/B.md", "B")
     await store.apply_note(b, "b", [], state(b.path))
     await store.apply_note(a, "a", [], state(a.path))
-    assert [n.node.name for n in await store.neighbours("b")] == ["A"]
+    assert [node.name for node, *_ in await neighbours(store, "b")] == ["A"]
     assert await store.archive_path("Projects/A.md") == "a"
     assert await store.find_nodes("A") == []
     assert [n.name for n in await store.find_nodes("A", include_archived=True)] == ["A"]
-    assert await store.neighbours("b") == []
+    assert await neighbours(store, "b") == []
     edge_closed = await store.read(lambda c: c.execute("select valid_to from edges").fetchone()[0])
     assert edge_closed is not None  # closed, not deleted
 
@@ -121,7 +127,7 @@ async def test_links_resolve_by_alias_and_stubs_are_absorbed(store: GraphStore) 
     m = note("Projects/engrama-vault.md", "engrama-vault", aliases=("Memory Server",))
     await store.apply_note(m, "m", [], state(m.path))
     assert await store.get_node(stub.id) is None
-    assert [(n.node.id, n.direction) for n in await store.neighbours("m")] == [("a", "in")]
+    assert [(node.id, direction) for node, _, direction, *_ in await neighbours(store, "m")] == [("a", "in")]
 
 
 async def test_a_store_without_sqlite_vec_degrades_to_full_text(db_path: Path) -> None:

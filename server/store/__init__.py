@@ -2,6 +2,6 @@
 
 from server.store.database import Database, VectorSupport
 from server.store.graph import GraphStore
-from server.store.nodes_sql import Neighbour, Node
+from server.store.nodes_sql import Node
 
-__all__ = ["Database", "GraphStore", "Neighbour", "Node", "VectorSupport"]
+__all__ = ["Database", "GraphStore", "Node", "VectorSupport"]

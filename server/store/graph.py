@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from server.store import nodes_sql, sync_sql
 from server.store.clock import utc_now
 from server.store.database import Database
-from server.store.nodes_sql import Neighbour, Node
+from server.store.nodes_sql import Node
 from vault_sync.model import Chunk, FileState, NodeRef, NoteUpdate, ParsedNote
 
 T = TypeVar("T")
@@ -51,9 +51,6 @@ class GraphStore:
     async def file_state(self, path: str) -> FileState | None:
         return await self.read(sync_sql.file_state, path)
 
-    async def node_by_id(self, node_id: str) -> NodeRef | None:
-        return await self.read(sync_sql.node_by_id, node_id)
-
     async def nodes_by_ids(self, node_ids: Sequence[str]) -> dict[str, NodeRef]:
         return await self.read(sync_sql.nodes_by_ids, node_ids) if node_ids else {}
 
@@ -80,9 +77,6 @@ class GraphStore:
         self, name: str, label: str | None = None, *, include_archived: bool = False
     ) -> list[Node]:
         return await self.read(nodes_sql.find_nodes, name, label, include_archived)
-
-    async def neighbours(self, node_id: str, hops: int = 1) -> list[Neighbour]:
-        return await self.read(nodes_sql.neighbours, node_id, hops)
 
     async def merge_entity(self, label: str, name: str, properties: dict[str, Any]) -> tuple[str, bool]:
         """MERGE a node by label + name in the graph only (no note); returns (id, created)."""

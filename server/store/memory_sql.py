@@ -139,8 +139,7 @@ def neighbourhood(
 ) -> tuple[list[tuple[Node, str, str, int, str]], bool]:
     """Every open edge leading out to the entities within `hops` of `node_id`, nearest first.
 
-    Unlike `nodes_sql.neighbours` (one row per node), a node joined by several relations (USES and a wikilink)
-    is listed once per relation type and direction, since that is what the model needs to see. Rows are
+    A node joined by several relations (USES and a wikilink) is listed once per relation type and direction, since that is what the model needs to see. Rows are
     (node, rel_type, direction, hops, via id); at most `limit` are returned, and the flag says whether more
     existed."""
     seen = {node_id}

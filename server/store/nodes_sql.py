@@ -23,14 +23,6 @@ class Node:
     updated_at: str
 
 
-@dataclass(frozen=True)
-class Neighbour:
-    node: Node
-    rel_type: str
-    direction: str  # "out" | "in"
-    hops: int
-
-
 NODE_COLUMNS = (
     "id, label, name, properties, path, status, confidence, valid_from, valid_to, created_at, updated_at"
 )
@@ -73,37 +65,6 @@ def find_nodes(conn: Any, name: str, label: str | None = None, include_archived:
         (name.strip().casefold(), *statuses, label, label),
     ).fetchall()
     return [row_to_node(r) for r in rows]
-
-
-def neighbours(conn: Any, node_id: str, hops: int = 1, *, include_archived: bool = False) -> list[Neighbour]:
-    """Nodes within `hops` open edges of `node_id`, nearest first, each reached once."""
-    seen = {node_id}
-    frontier = [node_id]
-    found: list[Neighbour] = []
-    status_clause = "" if include_archived else "and n.status != 'archived'"
-    for hop in range(1, hops + 1):
-        next_frontier: list[str] = []
-        for current in frontier:
-            rows = conn.execute(
-                f"""
-                select e.type, 'out' as direction, {", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))}
-                from edges e join nodes n on n.id = e.target
-                where e.source = ? and e.valid_to is null {status_clause}
-                union all
-                select e.type, 'in' as direction, {", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))}
-                from edges e join nodes n on n.id = e.source
-                where e.target = ? and e.valid_to is null {status_clause}
-                """,
-                (current, current),
-            ).fetchall()
-            for row in rows:
-                if row["id"] in seen:
-                    continue
-                seen.add(row["id"])
-                next_frontier.append(row["id"])
-                found.append(Neighbour(row_to_node(row), row["type"], row["direction"], hop))
-        frontier = next_frontier
-    return found
 
 
 def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], now: str) -> tuple[str, bool]:

@@ -43,11 +43,6 @@ def record_file_state(conn: Any, state: FileState) -> None:
     )
 
 
-def node_by_id(conn: Any, node_id: str) -> NodeRef | None:
-    row = conn.execute("select id, label, name, path, status from nodes where id = ?", (node_id,)).fetchone()
-    return None if row is None else row_to_ref(row)
-
-
 def nodes_by_ids(conn: Any, node_ids: Sequence[str]) -> dict[str, NodeRef]:
     found: dict[str, NodeRef] = {}
     unique = list(dict.fromkeys(node_ids))
