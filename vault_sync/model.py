@@ -49,6 +49,11 @@ class ParsedNote:
     links: tuple[Link, ...] = ()
     body: str = ""
     has_frontmatter: bool = False
+    # Temporal keys the note may set (issue #8); a value that is not a date, or a confidence outside 0-1,
+    # stays a plain property instead.
+    valid_from: str | None = None  # ISO date or UTC date-time
+    valid_to: str | None = None  # set: the fact no longer holds (superseded); its confidence is halved
+    confidence: float | None = None  # 0-1; the graph's default is 1.0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import base64
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from datetime import date, datetime, time
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
@@ -50,6 +50,7 @@ def parse_note(
     name, name_key = _name(meta, path)
     skip = _FIELD_KEYS | ({"type"} if type_is_field else set()) | ({name_key} if name_key else set())
     properties = {str(k): json_value(v) for k, v in meta.items() if k not in skip}
+    temporal = _temporal(properties)
     relations = meta.get("relations")
     if relations is not None and not isinstance(relations, dict):
         properties["relations"] = json_value(relations)  # not a REL_TYPE map: keep it, do not guess
@@ -66,7 +67,44 @@ def parse_note(
         links=tuple(links),
         body=body,
         has_frontmatter=span is not None,
+        valid_from=temporal.get("valid_from"),
+        valid_to=temporal.get("valid_to"),
+        confidence=temporal.get("confidence"),
     )
+
+
+def _temporal(properties: dict[str, Any]) -> dict[str, Any]:
+    """Take `valid_from`, `valid_to` and `confidence` out of `properties` when their values are usable.
+
+    Dates become `YYYY-MM-DD` (date-times `YYYY-MM-DDTHH:MM:SSZ`, in UTC when they say their zone); a
+    value that is neither, or a confidence that is not a number from 0 to 1, stays a plain property so
+    nothing the person wrote is lost."""
+    found: dict[str, Any] = {}
+    for key in ("valid_from", "valid_to"):
+        if key in properties and (when := iso_moment(properties[key])) is not None:
+            found[key] = when
+            del properties[key]
+    value = properties.get("confidence")
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        found["confidence"] = float(value)
+        del properties["confidence"]
+    return found
+
+
+def iso_moment(value: Any) -> str | None:
+    """An ISO date or date-time (as YAML or JSON gives it) in the store's form, or None."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            return date.fromisoformat(text).isoformat()
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace(" ", "T", 1))
+    except ValueError:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _engrama_id(value: Any) -> str | None:

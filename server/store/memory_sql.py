@@ -67,9 +67,8 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
         return node, False
     node_id = str(uuid.uuid4())
     conn.execute(
-        "insert into nodes (id, label, name, status, created_at, updated_at, valid_from) "
-        "values (?, ?, ?, 'stub', ?, ?, ?)",
-        (node_id, label or STUB_LABEL, name.strip(), now, now, now),
+        "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
+        (node_id, label or STUB_LABEL, name.strip(), now, now),
     )
     conn.execute(
         "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",

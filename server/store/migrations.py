@@ -157,10 +157,39 @@ M003_SEARCH_INDEX = """
             from note_docs d join nodes n on n.id = d.node_id;
 """
 
+# Temporal memory (issue #8).
+# - `base_confidence`: the confidence a node or edge had at its last update, before decay; null means the
+#   `confidence` column is still that value. `engrama-vault decay` recomputes confidence from it, so running
+#   decay twice never compounds.
+# - `property_history`: a property value that stopped holding, with when and why; the current value stays in
+#   `nodes.properties`. `value` null means the key was not set until `valid_to`.
+# - A node's `valid_from` is null when its start is unknown (a note that does not set `valid_from:`); until now
+#   the first sync wrote the time it first saw the note, which made every older `as_of` miss it.
+M004_TEMPORAL = """
+        alter table nodes add column base_confidence real;
+        alter table edges add column base_confidence real;
+        alter table edges add column decayed_at text;
+
+        create table property_history (
+            id integer primary key,
+            node_id text not null references nodes(id) on delete cascade,
+            key text not null,
+            value text,                         -- JSON of the value that held; null: the key was not set
+            valid_from text,                    -- when it started to hold; null: before the graph knew
+            valid_to text not null,             -- when it stopped
+            source text not null check (source in ('note', 'tool')),
+            reason text not null default ''
+        );
+        create index property_history_node on property_history(node_id, key, valid_to);
+
+        update nodes set valid_from = null where valid_from = created_at;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
     (3, "m003_search_index", M003_SEARCH_INDEX),
+    (4, "m004_temporal", M004_TEMPORAL),
 )
 
 

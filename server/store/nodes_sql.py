@@ -79,17 +79,9 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
     if row is None:
         node_id = str(uuid.uuid4())
         conn.execute(
-            "insert into nodes (id, label, name, properties, status, created_at, updated_at, valid_from) "
-            "values (?, ?, ?, ?, 'active', ?, ?, ?)",
-            (
-                node_id,
-                label,
-                name.strip(),
-                json.dumps(properties, sort_keys=True, default=str),
-                now,
-                now,
-                now,
-            ),
+            "insert into nodes (id, label, name, properties, status, created_at, updated_at) "
+            "values (?, ?, ?, ?, 'active', ?, ?)",
+            (node_id, label, name.strip(), json.dumps(properties, sort_keys=True, default=str), now, now),
         )
         conn.execute(
             "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",

@@ -10,10 +10,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from server.store import search_sql
+from server.store import history_sql, search_sql
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 
 STUB_LABEL = "Note"
+ARCHIVED = "archived"
+SUPERSEDED_FACTOR = 0.5  # a node whose `valid_to` is set keeps half the confidence it declares
 
 
 def row_to_ref(row: Any) -> NodeRef:
@@ -102,9 +104,8 @@ def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
     stub_id = str(uuid.uuid4())
     name = key.rsplit("/", 1)[-1] or key
     conn.execute(
-        "insert into nodes (id, label, name, status, created_at, updated_at, valid_from) "
-        "values (?, ?, ?, 'stub', ?, ?, ?)",
-        (stub_id, STUB_LABEL, name, now, now, now),
+        "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
+        (stub_id, STUB_LABEL, name, now, now),
     )
     replace_keys(
         conn, stub_id, [(folded, "name")] + ([(folded.rsplit("/", 1)[-1], "stem")] if "/" in folded else [])
@@ -212,7 +213,7 @@ def apply_note(
 def _apply_one(
     conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
 ) -> bool:
-    existing = conn.execute("select status, path from nodes where id = ?", (node_id,)).fetchone()
+    existing = conn.execute("select status, path, properties from nodes where id = ?", (node_id,)).fetchone()
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
     for row in conn.execute(
         "select id from nodes where path = ? and id != ?", (note.path, node_id)
@@ -224,14 +225,34 @@ def _apply_one(
     properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
     conn.execute(
         """
-        insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at, valid_from)
-        values (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)
+        insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at,
+                           confidence, valid_from, valid_to)
+        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         on conflict(id) do update set label = excluded.label, name = excluded.name,
             properties = excluded.properties, path = excluded.path, checksum = excluded.checksum,
-            status = 'active', updated_at = excluded.updated_at
+            status = excluded.status, updated_at = excluded.updated_at, confidence = excluded.confidence,
+            base_confidence = null, decayed_at = null, valid_from = excluded.valid_from,
+            valid_to = excluded.valid_to
         """,
-        (node_id, note.label, note.name, properties, note.path, state.checksum, now, now, now),
+        (
+            node_id,
+            note.label,
+            note.name,
+            properties,
+            note.path,
+            state.checksum,
+            note_status(note),
+            now,
+            now,
+            note_confidence(note),
+            note.valid_from,
+            note.valid_to,
+        ),
     )
+    if existing is not None and existing["status"] != "stub" and existing["properties"] != properties:
+        history_sql.record_changes(
+            conn, node_id, json.loads(existing["properties"] or "{}"), note.properties, now
+        )
     if existing is not None and existing["path"] and existing["path"] != note.path:
         conn.execute("delete from files where path = ?", (existing["path"],))  # the note moved
     keys = link_keys(note.path, note.name, note.aliases)
@@ -241,6 +262,18 @@ def _apply_one(
     replace_chunks(conn, node_id, note.name, chunks)
     record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
     return existing is None or existing["status"] == "stub"
+
+
+def note_status(note: ParsedNote) -> str:
+    """`archived` when the note says `status: archived` (how `engrama_forget` archives), else `active`."""
+    status = note.properties.get("status")
+    return "archived" if isinstance(status, str) and status.strip().casefold() == ARCHIVED else "active"
+
+
+def note_confidence(note: ParsedNote) -> float:
+    """The confidence a note declares (1.0 by default), halved while it is superseded (`valid_to` set)."""
+    declared = 1.0 if note.confidence is None else note.confidence
+    return declared * (SUPERSEDED_FACTOR if note.valid_to else 1.0)
 
 
 def archive_path(conn: Any, path: str, now: str) -> str | None:
