@@ -84,7 +84,8 @@ async def test_an_approved_insight_has_a_note_of_its_own_in_the_graph(vault, db_
     assert (
         node.properties["insight_status"] == "approved" and node.properties["pattern"] == "shared_technology"
     )
-    assert {"insight_key", "confidence", "decided_at"} <= set(node.properties)
+    assert {"insight_key", "decided_at"} <= set(node.properties)
+    assert 0 < node.confidence < 1  # the note's `confidence:` is the node's own (issue #8), not a property
     assert about == {"SQLite", "Alpha", "Beta"}
 
 

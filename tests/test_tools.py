@@ -1,4 +1,4 @@
-"""The twelve engrama_* tools through an in-process MCP client: schemas, annotations, results, failures."""
+"""The engrama_* tools through an in-process MCP client: schemas, annotations, results, failures."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ TOOLS = {
     "engrama_reflect": "write",
     "engrama_approve_insight": "write",
     "engrama_write_insight_to_vault": "write",
+    "engrama_forget": "destructive",
 }
 NOTES = {
     "Projects/Engrama.md": "---\ntype: Project\nrelations:\n  USES: ['[[SQLite]]']\n---\n"
@@ -67,7 +68,7 @@ async def call_error(client: Client, name: str, args: dict[str, Any]) -> str:
     return text
 
 
-async def test_the_twelve_tools_have_schemas_docstrings_and_annotations(settings: Settings) -> None:
+async def test_every_tool_has_a_schema_docstring_and_annotations(settings: Settings) -> None:
     async with connected(settings) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == set(TOOLS)
@@ -77,11 +78,19 @@ async def test_the_twelve_tools_have_schemas_docstrings_and_annotations(settings
             assert tool.output_schema is not None, name
             assert tool.annotations is not None and tool.annotations.open_world_hint is False
             assert tool.annotations.read_only_hint is (kind == "read"), name
-            if kind == "write":
-                assert tool.annotations.destructive_hint is False, name
+            if kind != "read":
+                assert tool.annotations.destructive_hint is (kind == "destructive"), name
         remember = tools["engrama_remember"].input_schema
         assert remember["required"] == ["label", "name"]
-        assert set(remember["properties"]) == {"label", "name", "properties", "observation", "relations"}
+        assert set(remember["properties"]) == {
+            "label",
+            "name",
+            "properties",
+            "observation",
+            "relations",
+            "resolve",
+            "reason",
+        }
         assert tools["engrama_context"].input_schema["properties"]["hops"]["maximum"] == 3
         assert tools["engrama_search"].input_schema["properties"]["query"]["maxLength"] == 1000
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import date
 from typing import Any
 
@@ -78,31 +78,42 @@ def render_new_note(
     return verify(text.encode("utf-8"), fields, "writing the new note")
 
 
-def update_note(data: bytes, *, properties: Mapping[str, Any], observation: str | None, today: str) -> bytes:
-    """The note's bytes with `properties` set and the observation appended as a bullet dated `today`.
+def update_note(
+    data: bytes,
+    *,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    today: str,
+    remove: Collection[str] = (),
+) -> bytes:
+    """The note's bytes with `properties` set, the keys in `remove` taken out, and the observation appended
+    as a bullet dated `today`.
 
-    Each key's whole entry (continuation lines included) is replaced by its new rendering; missing keys
-    are added before the closing `---` (a frontmatter block is created when there is none); every other
-    key's lines stay byte-identical. The observation goes at the very end of the body, unless an identical
-    bullet for the same day is already there. Raises MalformedNote when the result would not verify.
+    Each key's whole entry (continuation lines included) is replaced by its new rendering, or deleted;
+    missing keys are added before the closing `---` (a frontmatter block is created when there is none);
+    every other key's lines stay byte-identical. The observation goes at the very end of the body, unless an
+    identical bullet for the same day is already there. Raises MalformedNote when the result would not verify.
     """
     decode_note(data)
     span, old = read_frontmatter(data)
     updates = {k: plain_value(v) for k, v in properties.items()}
-    if not updates:
+    dropped = {k for k in remove if k in old and k not in updates}
+    if not updates and not dropped:
         edited = data
     elif span is None:
         edited = prepend_block(data, "".join(render_entry(k, v) for k, v in updates.items()))
     else:
-        edited = _set_keys(data, updates)
-    edited = verify(edited, {**old, **updates}, "updating the note's properties")
+        edited = _set_keys(data, updates, dropped)
+    expected = {k: v for k, v in {**old, **updates}.items() if k not in dropped}
+    edited = verify(edited, expected, "updating the note's properties")
     if observation is not None and observation.strip():
         edited = _append_observation(edited, observation_line(observation, today))
     return edited
 
 
-def _set_keys(data: bytes, updates: Mapping[str, Any]) -> bytes:
-    """Replace or add the top-level entries of `updates`; all other characters of the YAML text stay."""
+def _set_keys(data: bytes, updates: Mapping[str, Any], dropped: Collection[str] = ()) -> bytes:
+    """Replace or add the top-level entries of `updates` and delete those of `dropped`; all other
+    characters of the YAML text stay."""
     span, _ = read_frontmatter(data)
     assert span is not None
     text = yaml_text(data, span)
@@ -117,6 +128,7 @@ def _set_keys(data: bytes, updates: Mapping[str, Any]) -> bytes:
         for k, v in updates.items()
         if (e := entries.get(k)) is not None
     ]
+    edits += [(e.start, e.end, "") for k in dropped if (e := entries.get(k)) is not None]
     new_text = text
     for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
         new_text = new_text[:start] + new + new_text[end:]

@@ -116,14 +116,22 @@ async def write_entity(
     properties: Mapping[str, Any],
     observation: str | None,
     relations: Sequence[PlannedRelation],
+    *,
+    target: Node | None = None,
+    remove: tuple[str, ...] = (),
+    reason: str = "",
 ) -> EntityWrite:
-    """MERGE the entity by label + name and write it: into its note when we may, else the graph only."""
+    """MERGE the entity by label + name and write it: into its note when we may, else the graph only.
+
+    `target` is the node to write into when the caller already chose it (an archived one, to revive it);
+    `remove` names frontmatter keys to take out; `reason` is why replaced values changed (graph-only
+    writes record it in the history themselves; a note write's history comes from the reconcile)."""
     if not writes_notes(rt):
-        return await _write_graph_only(rt, label, name, properties, observation, relations)
-    existing = await rt.store.read(memory_sql.find_merge_target, label, name)
-    if existing is not None and existing.path and existing.status == "active":
+        return await _write_graph_only(rt, label, name, properties, observation, relations, reason, remove)
+    existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
+    if existing is not None and existing.path and existing.status != "stub":
         try:
-            added = await _update(rt, existing.path, properties, observation, relations)
+            added = await _update(rt, existing.path, properties, observation, relations, remove)
             return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
         except FileNotFoundError:
             await rt.require_sync().sync_path(existing.path)  # the note is gone: archive, then write anew
@@ -139,13 +147,14 @@ async def _update(
     properties: Mapping[str, Any],
     observation: str | None,
     relations: Sequence[PlannedRelation],
+    remove: tuple[str, ...] = (),
 ) -> int:
     """Edit the note's own keys, observation and relations; returns how many relations were new."""
     today = date.today().isoformat()
     counted: dict[str, int] = {}
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        data = update_note(data, properties=properties, observation=observation, today=today)
+        data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, relations)
         return data
 
@@ -233,10 +242,12 @@ async def _write_graph_only(
     properties: Mapping[str, Any],
     observation: str | None,
     relations: Sequence[PlannedRelation],
+    reason: str,
+    remove: tuple[str, ...],
 ) -> EntityWrite:
     now = utc_now()
     node_id, created = await rt.store.write(
-        memory_sql.remember_in_graph, label, name, dict(properties), observation, now
+        memory_sql.remember_in_graph, label, name, dict(properties), observation, now, reason, remove
     )
     added = 0
     for relation in relations:

@@ -8,9 +8,12 @@ from typing import Any
 
 from server.runtime import Runtime
 from server.services import reflect_hooks
-from server.services.entities import RelationSpec, plan_relations, write_entity
+from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
+from server.services.entities import RelationSpec, plan_relations, write_entity, writes_notes
 from server.services.errors import ServiceError
 from server.services.schema import require_label, require_name, require_properties
+from server.store import Node, history_sql, memory_sql
+from server.store.clock import utc_now
 
 MAX_OBSERVATION_CHARS = 20_000
 MAX_RELATIONS = 50
@@ -27,6 +30,9 @@ class Remembered:
     embedded: bool
     message: str
     proactive_hint: str | None = None
+    history_kept: tuple[str, ...] = ()  # properties whose old value was kept as history
+    clarifications: tuple[Clarification, ...] = ()  # properties left alone until the person decides
+    revived: bool = False  # the entity was superseded or archived and is current again
 
 
 async def remember(
@@ -36,13 +42,18 @@ async def remember(
     properties: Mapping[str, Any] | None = None,
     observation: str | None = None,
     relations: Sequence[RelationSpec] = (),
+    resolve: str | None = None,
+    reason: str | None = None,
 ) -> Remembered:
     """Validate against the profile, then create or update the entity's note (or graph node) and relations.
 
-    Nothing is written unless every part of the call is valid."""
+    A property that already holds a different value is replaced with its old value kept as history, or
+    left alone with a clarification to ask the person (`conflicts`). Updating a superseded (`valid_to` set)
+    or archived entity makes it current again. Nothing is written unless every part of the call is valid."""
     label = require_label(rt.profile, label)
     name = require_name(name)
     props = require_properties(properties or {})
+    choice = require_resolve(resolve)
     if observation is not None and len(observation) > MAX_OBSERVATION_CHARS:
         raise ServiceError(
             f"the observation is {len(observation)} characters; keep it under {MAX_OBSERVATION_CHARS} "
@@ -53,7 +64,24 @@ async def remember(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
     planned = await plan_relations(rt, label, name, relations)
-    written = await write_entity(rt, label, name, props, observation, planned)
+    target = await rt.store.read(memory_sql.find_merge_target, label, name) or await rt.store.read(
+        memory_sql.find_archived_entity, label, name
+    )
+    current = target.properties if target is not None and target.status != "stub" else {}
+    plan = plan_properties(target.name if target else name, current, props, choice)
+    revival = await _revival(rt, target, plan.write) if target is not None else None
+    write, remove = plan.write, ()
+    if revival is not None:
+        write, remove = {**revival.set, **write}, revival.remove
+    why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
+    since = utc_now()
+    if revival is not None and target is not None and not writes_notes(rt):
+        await rt.store.write(memory_sql.revive_in_graph, target.id, since)
+    written = await write_entity(
+        rt, label, name, write, observation, planned, target=target, remove=remove, reason=why
+    )
+    if written.path is not None:  # the reconcile recorded the replaced values: say why they changed
+        await rt.store.write(history_sql.annotate, written.id, [*write, *remove], since, why)
     await reflect_hooks.note_remembered(rt)
     return Remembered(
         id=written.id,
@@ -63,9 +91,56 @@ async def remember(
         path=written.path,
         relations_created=written.relations_created,
         embedded=vectors_enabled(rt),
-        message=written.message,
+        message=_message(written.message, plan, revival),
         proactive_hint=await reflect_hooks.proactive_hint(rt),
+        history_kept=tuple(plan.replaced),
+        clarifications=tuple(plan.clarifications),
+        revived=revival is not None,
     )
+
+
+@dataclass(frozen=True)
+class _Revival:
+    set: dict[str, Any]  # frontmatter keys that make the entity current again
+    remove: tuple[str, ...]  # and those to take out
+    was: str  # what it was, for the message
+
+
+async def _revival(rt: Runtime, target: Node, write: Mapping[str, Any]) -> _Revival | None:
+    """How a write makes a superseded or archived entity current again, or None when it is current.
+
+    A superseded entity loses its `valid_to`; an entity archived by `engrama_forget` (its note says
+    `status: archived`) gets back the status it had before, or none. A write that sets these keys itself
+    decides instead."""
+    set_: dict[str, Any] = {}
+    remove: list[str] = []
+    was: list[str] = []
+    if target.valid_to is not None and "valid_to" not in write:
+        remove.append("valid_to")
+        was.append(f"superseded since {target.valid_to[:10]}")
+    if target.status == "archived":
+        was.append("archived")
+        status = target.properties.get("status")
+        if isinstance(status, str) and status.strip().casefold() == "archived" and "status" not in write:
+            before = await rt.store.read(memory_sql.previous_value, target.id, "status", "archived")
+            if before is None:
+                remove.append("status")
+            else:
+                set_["status"] = before
+    if not was:
+        return None
+    return _Revival(set_, tuple(remove), " and ".join(was))
+
+
+def _message(base: str, plan: PropertyPlan, revival: _Revival | None) -> str:
+    parts = [base]
+    if revival is not None:
+        parts.append(f"it was {revival.was} and is current again")
+    if plan.replaced:
+        parts.append(f"the previous value of {', '.join(plan.replaced)} is kept as history")
+    for ask in plan.clarifications:
+        parts.append(f"{ask.key} was NOT changed: {ask.question}")
+    return "; ".join(parts)
 
 
 def vectors_enabled(rt: Runtime) -> bool:

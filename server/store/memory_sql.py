@@ -10,6 +10,7 @@ import json
 import uuid
 from typing import Any
 
+from server.store import history_sql
 from server.store.nodes_sql import NODE_COLUMNS, Node, find_nodes, merge_entity, row_to_node
 from server.store.sync_sql import STUB_LABEL
 
@@ -36,6 +37,38 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
             (name.strip().casefold(), label),
         ).fetchone()
     return None if row is None else row_to_node(row)
+
+
+def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
+    """The most recently archived node of `label` called `name` (a forgotten entity a write may revive)."""
+    row = conn.execute(
+        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.label = ? "
+        "and n.status = 'archived' order by n.updated_at desc limit 1",
+        (name.strip(), label),
+    ).fetchone()
+    return None if row is None else row_to_node(row)
+
+
+def previous_value(conn: Any, node_id: str, key: str, unless: str) -> Any:
+    """The latest value `key` had before, other than `unless` (None when there was none)."""
+    for (raw,) in conn.execute(
+        "select value from property_history where node_id = ? and key = ? and value is not null "
+        "order by valid_to desc, id desc",
+        (node_id, key),
+    ):
+        value = json.loads(raw)
+        if not (isinstance(value, str) and value.strip().casefold() == unless):
+            return value
+    return None
+
+
+def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
+    """Make an archived or superseded node current again (graph-only writes)."""
+    conn.execute(
+        "update nodes set status = 'active', valid_to = null, confidence = 1.0, base_confidence = null, "
+        "decayed_at = null, updated_at = ? where id = ?",
+        (now, node_id),
+    )
 
 
 def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
@@ -82,15 +115,32 @@ def _node(conn: Any, node_id: str) -> Node:
 
 
 def remember_in_graph(
-    conn: Any, label: str, name: str, properties: dict[str, Any], observation: str | None, now: str
+    conn: Any,
+    label: str,
+    name: str,
+    properties: dict[str, Any],
+    observation: str | None,
+    now: str,
+    reason: str = "",
+    remove: tuple[str, ...] = (),
 ) -> tuple[str, bool]:
-    """MERGE an entity in the graph only; the observation joins the node's `observations` list.
+    """MERGE an entity in the graph only; the observation joins the node's `observations` list, and the
+    values it replaces are kept in the property history with `reason`.
 
     Used when no note can be written (no vault, or another process holds the vault's lease).
     Returns (id, created)."""
     target = find_merge_target(conn, label, name)
     name = target.name if target is not None else name
+    before = target.properties if target is not None and target.status != "stub" else None
     node_id, created = merge_entity(conn, label, name, properties, now)
+    if before is not None:
+        after = {k: v for k, v in {**before, **properties}.items() if k not in remove}
+        if remove:
+            conn.execute(
+                "update nodes set properties = ? where id = ?",
+                (json.dumps(after, sort_keys=True, default=str), node_id),
+            )
+        history_sql.record_changes(conn, node_id, before, after, now, source="tool", reason=reason)
     if observation and observation.strip():
         (raw,) = conn.execute("select properties from nodes where id = ?", (node_id,)).fetchone()
         merged = json.loads(raw or "{}")
@@ -133,14 +183,45 @@ def has_open_edge(conn: Any, source: str, rel_type: str, target: str) -> bool:
     return row is not None
 
 
-def neighbourhood(
-    conn: Any, node_id: str, hops: int, limit: int
-) -> tuple[list[tuple[Node, str, str, int, str]], bool]:
-    """Every open edge leading out to the entities within `hops` of `node_id`, nearest first.
+def valid_on(alias: str, as_of: str) -> tuple[str, list[str]]:
+    """SQL saying the node or edge `alias` held on `as_of` (a date covers its whole day), and its parameters.
 
-    A node joined by several relations (USES and a wikilink) is listed once per relation type and direction, since that is what the model needs to see. Rows are
-    (node, rel_type, direction, hops, via id); at most `limit` are returned, and the flag says whether more
-    existed."""
+    A null `valid_from` is an unknown start: it held as far back as anyone can ask."""
+    width = 10 if len(as_of) == 10 else 20
+    return (
+        f"({alias}.valid_from is null or substr({alias}.valid_from, 1, {width}) <= ?) "
+        f"and ({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)",
+        [as_of, as_of],
+    )
+
+
+def _edge_filter(as_of: str | None) -> tuple[str, list[str], str, list[str]]:
+    """(edge condition, its parameters, node condition, its parameters) for open edges now, or for the
+    edges and nodes that held on `as_of`.
+
+    An edge that came with its note when the graph first saw the note (its `valid_from` is the source
+    node's `created_at`) has an unknown start, like a note without `valid_from:`."""
+    if as_of is None:
+        return "e.valid_to is null", [], "n.status != 'archived'", []
+    width = 10 if len(as_of) == 10 else 20
+    edge = (
+        f"(e.valid_to is null or substr(e.valid_to, 1, {width}) >= ?) and (substr(e.valid_from, 1, {width}) <= ? "
+        "or e.valid_from <= (select s.created_at from nodes s where s.id = e.source))"
+    )
+    node, params = valid_on("n", as_of)
+    return edge, [as_of, as_of], node, params
+
+
+def neighbourhood(
+    conn: Any, node_id: str, hops: int, limit: int, as_of: str | None = None
+) -> tuple[list[tuple[Node, str, str, int, str]], bool]:
+    """Every open edge (or every edge that held on `as_of`) leading out to the entities within `hops` of
+    `node_id`, nearest first.
+
+    A node joined by several relations (USES and a wikilink) is listed once per relation type and direction,
+    since that is what the model needs to see. Rows are (node, rel_type, direction, hops, via id); at most
+    `limit` are returned, and the flag says whether more existed."""
+    edge, edge_params, node, node_params = _edge_filter(as_of)
     seen = {node_id}
     frontier = [node_id]
     found: list[tuple[Node, str, str, int, str]] = []
@@ -151,12 +232,12 @@ def neighbourhood(
             rows = conn.execute(
                 f"""
                 select e.type as type, 'out' as direction, {_COLUMNS} from edges e join nodes n on n.id = e.target
-                where e.source = ? and e.valid_to is null and n.status != 'archived'
+                where e.source = ? and {edge} and {node}
                 union
                 select e.type, 'in' as direction, {_COLUMNS} from edges e join nodes n on n.id = e.source
-                where e.target = ? and e.valid_to is null and n.status != 'archived'
+                where e.target = ? and {edge} and {node}
                 """,
-                (current, current),
+                (current, *edge_params, *node_params, current, *edge_params, *node_params),
             ).fetchall()
             # Typed relations first: a wikilink (LINKS_TO) says less than USES or WORKS_ON.
             for row in sorted(rows, key=lambda r: (r["type"] == "LINKS_TO", r["type"], r["direction"])):

@@ -20,6 +20,8 @@ class Entity(BaseModel):
     status: str = Field(description="active, stub (named by a link, no note yet) or archived")
     properties: dict[str, Any]
     confidence: float
+    valid_from: str | None = Field(description="since when it holds; null when not known")
+    valid_to: str | None = Field(description="when it stopped holding (superseded); null while it holds")
     updated_at: str
 
 
@@ -33,11 +35,24 @@ class NeighbourOut(BaseModel):
     via: str = Field(description="id of the entity it is related to (the asked-for entity at hop 1)")
 
 
+class PastValueOut(BaseModel):
+    key: str
+    value: Any = Field(description="the value it had; null when the property was not set")
+    valid_from: str | None = Field(description="since when it held; null when not known")
+    valid_to: str = Field(description="when it was replaced")
+    source: str = Field(description="note: an edit of the note; tool: changed by the assistant")
+    reason: str
+
+
 class ContextResult(BaseModel):
     node: Entity
     neighbours: list[NeighbourOut]
     truncated: bool = Field(description="true when only the nearest neighbours are listed")
     also_named: list[Entity] = Field(description="other entities with the same name (pass label to pick one)")
+    history: list[PastValueOut] = Field(
+        description="earlier values of its properties, the most recent change first"
+    )
+    as_of: str | None = Field(None, description="the date the node, properties and neighbours are shown for")
 
 
 def _entity(node: Node) -> Entity:
@@ -53,12 +68,17 @@ def register(mcp: MCPServer) -> None:
             str | None, Field(description="its label, to choose between same-named entities")
         ] = None,
         hops: Annotated[int, Field(ge=1, le=3, description="how far to follow relations: 1, 2 or 3")] = 1,
+        as_of: Annotated[
+            str | None,
+            Field(description="ISO date (e.g. 2025-03-01): show the entity as it was on that day"),
+        ] = None,
     ) -> ContextResult:
-        """Show one entity with its properties and the entities related to it (up to 3 hops). Call it
-        when you need the full picture around a project, person or topic, e.g. what a project uses and
-        which problems it had. Use engrama_search first when you are not sure of the exact name."""
+        """Show one entity with its properties, how they changed (history), and the entities related to
+        it (up to 3 hops). Call it when you need the full picture around a project, person or topic, e.g.
+        what a project uses and which problems it had, or what was true at some date (as_of). Use
+        engrama_search first when you are not sure of the exact name."""
         with tool_errors():
-            found = await context(runtime(ctx), name, label, hops)
+            found = await context(runtime(ctx), name, label, hops, as_of)
         return ContextResult(
             node=_entity(found.node),
             neighbours=[
@@ -75,4 +95,6 @@ def register(mcp: MCPServer) -> None:
             ],
             truncated=found.truncated,
             also_named=[_entity(n) for n in found.others],
+            history=[PastValueOut.model_validate(p, from_attributes=True) for p in found.history],
+            as_of=found.as_of,
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
@@ -19,6 +19,13 @@ class RelationIn(BaseModel):
     target_label: str | None = Field(None, description="its label, when it may not exist yet")
 
 
+class ClarificationOut(BaseModel):
+    key: str
+    current: Any = Field(description="the value the entity has now")
+    proposed: Any = Field(description="the value this call gave")
+    question: str = Field(description="what to ask the person")
+
+
 class Remembered(BaseModel):
     id: str
     created: bool = Field(
@@ -33,6 +40,17 @@ class Remembered(BaseModel):
     embedded: bool = Field(description="true when vector search covers it (vectors follow within moments)")
     message: str
     proactive_hint: str | None = None
+    history_kept: list[str] = Field(
+        default=[], description="properties whose previous value was replaced and kept as history"
+    )
+    clarifications: list[ClarificationOut] = Field(
+        default=[],
+        description="properties NOT changed because the new value may replace the old or join it: ask the "
+        "person, then call engrama_remember again with resolve",
+    )
+    revived: bool = Field(
+        default=False, description="true when the entity was superseded or archived and is current again"
+    )
 
 
 class Edge(BaseModel):
@@ -69,15 +87,35 @@ def register(mcp: MCPServer) -> None:
         relations: Annotated[
             list[RelationIn], Field(description="relations from this entity to others")
         ] = [],  # noqa: B006
+        resolve: Annotated[
+            Literal["replace", "keep_both"] | None,
+            Field(
+                description="only after a clarification: 'replace' (the new value replaces the old, kept "
+                "as history) or 'keep_both' (the property holds both values)"
+            ),
+        ] = None,
+        reason: Annotated[
+            str | None, Field(description="why a value changed, kept in the history (e.g. 'changed jobs')")
+        ] = None,
     ) -> Remembered:
         """Remember something durable about an entity (a project, person, decision, problem, technology...)
         in the person's vault. Call it when the person shares a fact, decision or lesson worth keeping;
         it merges by label + name, so search first and reuse the existing name. Writes or updates the
-        entity's note and never duplicates it."""
+        entity's note and never duplicates it. A changed fact keeps its old value as history; when the
+        new value might replace the old or be a second one (a second employer?), the result has a
+        clarification: ask the person and call again with resolve."""
         specs = [RelationSpec(r.type, r.target, r.target_label) for r in relations]
         with tool_errors():
-            done = await remember(runtime(ctx), label, name, properties, observation, specs)
-        return Remembered.model_validate(done, from_attributes=True)
+            done = await remember(
+                runtime(ctx), label, name, properties, observation, specs, resolve=resolve, reason=reason
+            )
+        return Remembered(
+            **{k: v for k, v in vars(done).items() if k not in ("history_kept", "clarifications")},
+            history_kept=list(done.history_kept),
+            clarifications=[
+                ClarificationOut.model_validate(c, from_attributes=True) for c in done.clarifications
+            ],
+        )
 
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_relate(

@@ -1,0 +1,227 @@
+"""`engrama_forget`: archive an entity (reversible, the default) or purge it from the graph.
+
+Archiving goes through the note, the truth (DESIGN §2): only its `status:` line is set to `archived`, and
+the reconcile of that one path archives the node, so the archive survives a rebuild from the vault. Without
+a note to write (no vault, another process holds the lease, a node that never had a note) the graph alone
+is archived. Purging deletes the node and what hangs off it; the note stays unless `delete_note` is given,
+and then it is moved to the vault's `.trash/` as Obsidian does, never unlinked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from server.runtime import Runtime
+from server.services.entities import writes_notes
+from server.services.errors import EntityNotFound, ServiceError
+from server.services.schema import optional_label, require_name
+from server.store import Node, forget_sql, history_sql
+from server.store.clock import utc_now
+from vault_sync import identify
+from vault_sync.errors import MalformedNote
+from vault_sync.notes import update_note
+from vault_sync.report import FAILED
+from vault_sync.writer import edit_note, move_to_trash, read_note
+
+MODES = ("archive", "purge")
+REASON = "forgotten with engrama_forget"
+ARCHIVED = "archived"
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    id: str
+    label: str
+    name: str
+    mode: str
+    status: str  # "archived" or "purged"
+    path: str | None  # the entity's note, vault-relative; None when it has none
+    trash_path: str | None  # where the note went, when purge moved it to the trash
+    changed: bool
+    message: str
+
+
+async def forget(
+    rt: Runtime, name: str, label: str | None = None, mode: str = "archive", delete_note: bool = False
+) -> Forgotten:
+    """Archive (default) or purge the entity called `name`; see the module docstring for what each does."""
+    mode = mode.strip().lower() if isinstance(mode, str) else ""
+    if mode not in MODES:
+        raise ServiceError(
+            f"unknown mode {mode!r}; use archive (hide it, reversible; the default) "
+            "or purge (delete it from the graph)"
+        )
+    if delete_note and mode != "purge":
+        raise ServiceError(
+            "delete_note applies to mode=purge only; archiving never removes a note. "
+            "Call again without delete_note, or with mode=purge"
+        )
+    node = await _resolve(rt, name, label)
+    if mode == "archive":
+        return await _archive(rt, node)
+    return await _purge(rt, node, delete_note)
+
+
+async def _resolve(rt: Runtime, name: str, label: str | None) -> Node:
+    """The entity to forget: the best match for `name` (aliases too, archived ones last)."""
+    name = require_name(name)
+    canonical = optional_label(rt.profile, label, for_writing=False)
+    nodes = await rt.store.find_nodes(name, canonical, include_archived=True)
+    if not nodes:
+        within = f" with label {canonical}" if canonical else ""
+        raise EntityNotFound(
+            f"no entity called {name!r}{within}; call engrama_search (include_archived=true finds archived "
+            "ones too) to find its exact name, then call engrama_forget again"
+        )
+    first = nodes[0]
+    rivals = [n for n in nodes[1:] if n.status == first.status and n.label != first.label]
+    if rivals:  # forgetting the wrong one of two same-named entities is worse than asking
+        which = ", ".join(f"a {n.label}" + (f" ({n.path})" if n.path else "") for n in [first, *rivals])
+        raise ServiceError(f"{len(rivals) + 1} entities are called {name!r}: {which}; pass label to choose")
+    return first
+
+
+def _forgotten(
+    node: Node, mode: str, changed: bool, message: str, trash_path: str | None = None
+) -> Forgotten:
+    return Forgotten(
+        id=node.id,
+        label=node.label,
+        name=node.name,
+        mode=mode,
+        status="purged" if mode == "purge" else ARCHIVED,
+        path=node.path,
+        trash_path=trash_path,
+        changed=changed,
+        message=message,
+    )
+
+
+# --- archive -------------------------------------------------------------------------------------------------
+
+
+async def _archive(rt: Runtime, node: Node) -> Forgotten:
+    if node.status == ARCHIVED:
+        return _forgotten(node, "archive", False, f"{node.name!r} is already archived; nothing changed")
+    if node.status == "stub":
+        raise ServiceError(
+            f"{node.name!r} has no note: it is only named by links in other notes, so there is nothing to "
+            "archive. Use mode=purge to drop it from the graph (links still in notes bring it back when "
+            "those notes are next synced)"
+        )
+    if writes_notes(rt) and node.path:
+        return await _archive_note(rt, node, node.path)
+    return await _archive_graph(rt, node)
+
+
+async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
+    """Set `status: archived` in the note (that line only), then reconcile it so the node follows."""
+    since, today = utc_now(), date.today().isoformat()
+
+    def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
+        edited = update_note(data, properties={"status": ARCHIVED}, observation=None, today=today)
+        _require_same_entity(data, node, rel)
+        return edited
+
+    try:
+        await asyncio.to_thread(edit_note, rt.vault, rel, edit)
+    except MalformedNote as exc:
+        raise ServiceError(f"{rel} was left alone: {exc}") from exc
+    except FileNotFoundError:
+        await rt.require_sync().sync_path(rel)  # a deleted note archives its node (DESIGN §2)
+        return _forgotten(
+            node, "archive", True, f"{rel} is no longer in the vault, so {node.name!r} is archived"
+        )
+    outcome = await rt.require_sync().sync_path(rel)
+    after = await rt.store.get_node(node.id)
+    if outcome.action == FAILED or after is None or after.status != ARCHIVED:
+        raise ServiceError(
+            f"{rel} now says `status: archived`, but the graph did not follow ({outcome.error or outcome.action}); "
+            "call engrama_sync_note with this path"
+        )
+    await rt.store.write(history_sql.annotate, node.id, ["status"], since, REASON)
+    return _forgotten(
+        node,
+        "archive",
+        True,
+        f"archived {node.name!r}: its note {rel} now says `status: archived` (no other byte changed), and "
+        "search leaves it out unless include_archived is set. To bring it back, set `status:` in the note "
+        "to what it was",
+    )
+
+
+def _require_same_entity(data: bytes, node: Node, rel: str) -> None:
+    if identify.read_id(data) != node.id:
+        raise ServiceError(
+            f"{rel} no longer holds {node.name!r} (its engrama_id differs); nothing was written. "
+            "Call engrama_sync_note with this path, then try again"
+        )
+
+
+async def _archive_graph(rt: Runtime, node: Node) -> Forgotten:
+    changed = await rt.store.write(forget_sql.archive_in_graph, node.id, utc_now(), REASON)
+    if node.path is None:
+        why = "it has no note, so it is archived in the graph"
+    else:
+        why = (
+            f"{_why_no_writes(rt)}, so it is archived in the graph only; its note {node.path} is unchanged, "
+            "and the archive is undone when that note is next synced or the graph is rebuilt"
+        )
+    return _forgotten(node, "archive", changed, f"archived {node.name!r}: {why}")
+
+
+def _why_no_writes(rt: Runtime) -> str:
+    if rt.sync is None:
+        return "no vault is configured"
+    return "another engrama-vault process holds this vault's lease and is the one that writes notes"
+
+
+# --- purge ---------------------------------------------------------------------------------------------------
+
+
+async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
+    if delete_note and node.path and not writes_notes(rt):
+        raise ServiceError(
+            f"delete_note cannot be done here: {_why_no_writes(rt)}; nothing was purged. Call again "
+            "without delete_note to purge the graph only (the note stays), or move the note to the trash "
+            "in Obsidian"
+        )
+    trash_path: str | None = None
+    gone = False
+    if delete_note and node.path:
+        try:
+            trash_path = await asyncio.to_thread(_move_note_to_trash, rt.vault, node, node.path)
+        except FileNotFoundError:
+            gone = True
+    drop_file = node.path if delete_note else None
+    purged = await rt.store.write(forget_sql.purge_node, node.id, drop_file)
+    what = f"purged {node.name!r} from the graph with its {purged.relations} relation(s)"
+    if purged.stubs:
+        what += f" and {purged.stubs} placeholder(s) only it linked to"
+    if node.path is None:
+        note = "it had no note" + (
+            "; links to it still in notes bring it back when those notes are next synced"
+            if node.status == "stub"
+            else ""
+        )
+    elif trash_path is not None:
+        note = f"its note moved from {node.path} to {trash_path} (restore it from there in Obsidian)"
+    elif gone:
+        note = f"its note {node.path} was already gone from the vault"
+    else:
+        note = (
+            f"its note {node.path} stays in the vault and is indexed again when it is edited or the graph is "
+            "rebuilt; purging with delete_note=true moves the note to .trash as well, so delete it in "
+            "Obsidian if it should go"
+        )
+    return _forgotten(node, "purge", True, f"{what}; {note}", trash_path=trash_path)
+
+
+def _move_note_to_trash(root: Path, node: Node, rel: str) -> str:
+    """Move the entity's note into `.trash/` after checking the file still is that entity's note."""
+    data, _ = read_note(root, rel)
+    _require_same_entity(data, node, rel)
+    return move_to_trash(root, rel)

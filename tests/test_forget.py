@@ -1,0 +1,273 @@
+"""engrama_forget against real temporary vaults and databases: archive through the note, purge from the graph."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from server.app import create_server
+from server.runtime import Runtime, open_runtime
+from server.search.service import search
+from server.services.errors import EntityNotFound, ServiceError
+from server.services.forget import REASON, forget
+from server.services.remember import remember
+from server.settings import Settings
+from server.store import history_sql
+from vault_sync.report import UNCHANGED
+
+HARBOR = (
+    b"---\r\n# written by hand\r\ntype: Project\r\nstatus: active\r\n"
+    b"tags: [import, nightly]  # keep this\r\nrelations:\r\n  USES: ['[[SQLite]]']\r\n---\r\n"
+    b"Harbor runs the zanzibar import every night. It links [[Kafka]].\r\n"
+)
+SQLITE = b"---\ntype: Technology\n---\nSQLite is an embedded database.\n"
+
+
+def write(vault: Path, rel: str, data: bytes) -> None:
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    write(vault, "Projects/Harbor.md", HARBOR)
+    write(vault, "Technologies/SQLite.md", SQLITE)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as runtime:
+        await runtime.require_sync().sync_vault()
+        yield runtime
+
+
+async def names_found(rt: Runtime, query: str, include_archived: bool = False) -> set[str]:
+    found = await search(rt, query, include_archived=include_archived)
+    return {hit.name for hit in found.results}
+
+
+def count(conn: Any, sql: str, *args: Any) -> int:
+    return conn.execute(sql, args).fetchone()[0]
+
+
+async def test_archive_changes_only_the_status_line_of_the_note(rt: Runtime, vault: Path) -> None:
+    before = (vault / "Projects/Harbor.md").read_bytes()  # with the engrama_id the first sync inserted
+    done = await forget(rt, "harbor")
+    assert (done.status, done.mode, done.path, done.changed) == (
+        "archived",
+        "archive",
+        "Projects/Harbor.md",
+        True,
+    )
+    after = (vault / "Projects/Harbor.md").read_bytes()
+    assert after == before.replace(b"\r\nstatus: active\r\n", b"\r\nstatus: archived\r\n")
+    node = await rt.store.get_node(done.id)
+    assert node is not None and node.status == "archived"
+    assert (await rt.require_sync().sync_path("Projects/Harbor.md")).action == UNCHANGED
+    assert "Harbor" not in await names_found(rt, "zanzibar")
+    assert "Harbor" in await names_found(rt, "zanzibar", include_archived=True)
+    [past] = await rt.store.read(history_sql.history, done.id)
+    assert (past.key, past.value, past.source, past.reason) == ("status", "active", "tool", REASON)
+
+
+async def test_archive_adds_the_status_line_when_the_note_has_none(rt: Runtime, vault: Path) -> None:
+    before = (vault / "Technologies/SQLite.md").read_bytes()
+    done = await forget(rt, "SQLite", "technology")
+    after = (vault / "Technologies/SQLite.md").read_bytes()
+    closing = before.index(b"---\n", 4)  # the engrama_id line the first sync added is the last key
+    assert after == before[:closing] + b"status: archived\n" + before[closing:]
+    [past] = await rt.store.read(history_sql.history, done.id)
+    assert (past.key, past.value, past.reason) == ("status", None, REASON)
+
+
+async def test_archiving_twice_changes_nothing(rt: Runtime, vault: Path) -> None:
+    await forget(rt, "Harbor")
+    before = (vault / "Projects/Harbor.md").read_bytes()
+    again = await forget(rt, "Harbor")
+    assert not again.changed and "already archived" in again.message
+    assert (vault / "Projects/Harbor.md").read_bytes() == before
+
+
+async def test_an_archive_survives_rebuilding_the_graph(rt: Runtime, vault: Path, tmp_path: Path) -> None:
+    done = await forget(rt, "Harbor")
+    fresh = Settings(vault=vault, db_path=tmp_path / "rebuilt" / "graph.db", watch=False)
+    async with open_runtime(fresh) as rebuilt:
+        await rebuilt.require_sync().sync_vault()
+        node = await rebuilt.store.get_node(done.id)
+        assert node is not None and node.status == "archived"
+        assert "Harbor" not in await names_found(rebuilt, "zanzibar")
+
+
+async def test_a_malformed_note_is_left_alone(rt: Runtime, vault: Path) -> None:
+    broken = (vault / "Projects/Harbor.md").read_bytes().replace(b"tags: [import", b"tags: [import: {")
+    write(vault, "Projects/Harbor.md", broken)
+    with pytest.raises(ServiceError, match="Projects/Harbor.md was left alone"):
+        await forget(rt, "Harbor")
+    assert (vault / "Projects/Harbor.md").read_bytes() == broken
+
+
+async def test_without_a_vault_archive_writes_the_graph_only(vault: Path, db_path: Path) -> None:
+    async with open_runtime(Settings(vault=None, db_path=db_path, watch=False)) as rt:
+        made = await remember(rt, "Project", "Orbit", {"status": "active"})
+        done = await forget(rt, "Orbit")
+        assert (done.id, done.status, done.path, done.changed) == (made.id, "archived", None, True)
+        assert "in the graph" in done.message
+        node = await rt.store.get_node(made.id)
+        assert node is not None and node.status == "archived" and node.properties["status"] == "archived"
+        [past] = await rt.store.read(history_sql.history, made.id)
+        assert (past.key, past.value, past.source, past.reason) == ("status", "active", "tool", REASON)
+        assert not (await forget(rt, "Orbit")).changed
+
+
+async def test_without_a_vault_delete_note_is_refused(rt: Runtime, vault: Path, db_path: Path) -> None:
+    async with open_runtime(Settings(vault=None, db_path=db_path, watch=False)) as graph_only:
+        with pytest.raises(ServiceError, match="no vault is configured; nothing was purged"):
+            await forget(graph_only, "Harbor", mode="purge", delete_note=True)
+        assert (await graph_only.store.find_nodes("Harbor"))[0].path == "Projects/Harbor.md"
+
+
+async def test_purge_leaves_the_note_and_removes_every_trace_from_the_graph(rt: Runtime, vault: Path) -> None:
+    await forget(rt, "Harbor")  # archived first: an archived entity can be purged, and it has history
+    before = (vault / "Projects/Harbor.md").read_bytes()
+    node_id = (await rt.store.find_nodes("Harbor", include_archived=True))[0].id
+
+    def traces(conn: Any) -> list[int]:
+        return [
+            count(conn, "select count(*) from edges where source = ? or target = ?", node_id, node_id),
+            count(conn, "select count(*) from chunks_fts where chunks_fts match 'zanzibar'"),
+            count(conn, "select count(*) from notes_fts where notes_fts match 'zanzibar'"),
+            count(conn, "select count(*) from node_keys where node_id = ?", node_id),
+            count(conn, "select count(*) from property_history where node_id = ?", node_id),
+        ]
+
+    assert all(await rt.store.read(traces))
+    await rt.store.write(
+        lambda c: c.execute("update chunks set embedded_model = 'fake' where node_id = ?", (node_id,))
+    )
+    chunk_ids = await rt.store.read(
+        lambda c: [r[0] for r in c.execute("select id from chunks where node_id = ?", (node_id,))]
+    )
+    done = await forget(rt, "Harbor", mode="purge")
+    assert (done.id, done.status, done.trash_path, done.changed) == (node_id, "purged", None, True)
+    assert "stays in the vault" in done.message and "delete_note=true" in done.message
+    assert (vault / "Projects/Harbor.md").read_bytes() == before
+    assert await rt.store.get_node(node_id) is None
+    assert await rt.store.find_nodes("Kafka") == []  # the stub only Harbor linked to went with it
+    assert [n.status for n in await rt.store.find_nodes("SQLite")] == ["active"]
+    assert await rt.store.read(traces) == [0, 0, 0, 0, 0]
+    orphans = await rt.store.read(lambda c: [r[0] for r in c.execute("select chunk_id from vec_orphans")])
+    assert sorted(orphans) == sorted(chunk_ids) and chunk_ids  # the embedding worker drops their vectors
+    assert await names_found(rt, "zanzibar", include_archived=True) == set()
+    # The note's sync state stays, so the unchanged note is not indexed again.
+    assert (await rt.require_sync().sync_vault()).unchanged == 2
+    assert await rt.store.get_node(node_id) is None
+    with pytest.raises(EntityNotFound):
+        await forget(rt, "Harbor", mode="purge")
+
+
+async def test_purge_with_delete_note_moves_the_note_to_the_trash(rt: Runtime, vault: Path) -> None:
+    before = (vault / "Projects/Harbor.md").read_bytes()
+    done = await forget(rt, "Harbor", mode="purge", delete_note=True)
+    assert done.trash_path == ".trash/Harbor.md" and done.path == "Projects/Harbor.md"
+    assert (vault / ".trash/Harbor.md").read_bytes() == before
+    assert not (vault / "Projects/Harbor.md").exists()
+    assert await rt.store.get_node(done.id) is None
+    assert await rt.store.file_state("Projects/Harbor.md") is None
+    report = await rt.require_sync().sync_vault()
+    assert (report.scanned, report.archived, report.created) == (1, 0, 0)
+
+
+async def test_purge_removes_a_stub(rt: Runtime) -> None:
+    done = await forget(rt, "Kafka", mode="purge")
+    assert done.path is None and "had no note" in done.message
+    assert await rt.store.find_nodes("Kafka", include_archived=True) == []
+
+
+async def test_bad_calls_say_what_to_do(rt: Runtime, vault: Path) -> None:
+    before = (vault / "Projects/Harbor.md").read_bytes()
+    with pytest.raises(ServiceError, match="delete_note applies to mode=purge"):
+        await forget(rt, "Harbor", delete_note=True)
+    with pytest.raises(ServiceError, match="archive .*purge"):
+        await forget(rt, "Harbor", mode="shred")
+    with pytest.raises(EntityNotFound, match="engrama_search"):
+        await forget(rt, "Atlantis")
+    with pytest.raises(ServiceError, match="mode=purge"):
+        await forget(rt, "Kafka")  # a stub has no note to archive
+    assert (vault / "Projects/Harbor.md").read_bytes() == before
+
+
+# --- through the MCP tool -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def settings(vault: Path, db_path: Path) -> Settings:
+    write(vault, "Projects/Harbor.md", HARBOR)
+    write(vault, "Technologies/SQLite.md", SQLITE)
+    return Settings(vault=vault, db_path=db_path, watch=False)
+
+
+async def call(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(name, args)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error_of(client: Client, name: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(name, args)
+    assert result.is_error, result.structured_content
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+async def test_the_tool_archives_by_default_and_purges_when_asked(settings: Settings) -> None:
+    async with Client(create_server(settings)) as client:
+        await call(client, "engrama_sync_vault", {})
+        [tool] = [t for t in (await client.list_tools()).tools if t.name == "engrama_forget"]
+        assert tool.annotations is not None and tool.annotations.destructive_hint is True
+        assert tool.annotations.idempotent_hint is True and tool.annotations.read_only_hint is False
+        assert tool.input_schema["required"] == ["name"]
+        archived = await call(client, "engrama_forget", {"name": "Harbor"})
+        assert set(archived) == {
+            "id",
+            "label",
+            "name",
+            "mode",
+            "status",
+            "path",
+            "trash_path",
+            "changed",
+            "message",
+        }
+        assert (archived["status"], archived["path"], archived["trash_path"]) == (
+            "archived",
+            "Projects/Harbor.md",
+            None,
+        )
+        assert (await call(client, "engrama_search", {"query": "zanzibar"}))["results"] == []
+        found = await call(client, "engrama_search", {"query": "zanzibar", "include_archived": True})
+        assert found["results"][0]["name"] == "Harbor"
+        purged = await call(
+            client, "engrama_forget", {"name": "Harbor", "mode": "purge", "delete_note": True}
+        )
+        assert purged["status"] == "purged" and purged["trash_path"] == ".trash/Harbor.md"
+        assert (settings.vault / ".trash/Harbor.md").exists()  # type: ignore[operator]
+        assert "delete_note applies to mode=purge" in await error_of(
+            client, "engrama_forget", {"name": "SQLite", "delete_note": True}
+        )
+        assert "archive" in await error_of(client, "engrama_forget", {"name": "SQLite", "mode": "erase"})
+        assert "engrama_search" in await error_of(client, "engrama_forget", {"name": "Harbor"})
+
+
+async def test_a_follower_refuses_to_delete_a_note(settings: Settings) -> None:
+    watching = Settings(vault=settings.vault, db_path=settings.db_path, watch=True)
+    async with Client(create_server(watching)) as holder, Client(create_server(watching)) as follower:
+        await call(holder, "engrama_sync_vault", {})
+        message = await error_of(
+            follower, "engrama_forget", {"name": "Harbor", "mode": "purge", "delete_note": True}
+        )
+        assert "lease" in message and "nothing was purged" in message
+        assert (settings.vault / "Projects/Harbor.md").exists()  # type: ignore[operator]
+        done = await call(follower, "engrama_forget", {"name": "SQLite"})
+        assert done["status"] == "archived" and "graph only" in done["message"]
+        assert b"archived" not in (settings.vault / "Technologies/SQLite.md").read_bytes()  # type: ignore[operator]
