@@ -155,6 +155,11 @@ async def test_a_graph_only_remember_keeps_history_too(db_path: Path) -> None:
         seen = await context(rt, "Bob")
         assert seen.node.properties["employer"] == "Globex"
         assert [(p.value, p.source, p.reason) for p in seen.history] == [("Acme", "tool", "moved")]
+        # A graph-only update is an update: a decayed confidence goes back to full.
+        await rt.store.db.run(lambda c: c.execute("update nodes set confidence = 0.3, base_confidence = 1.0"))
+        await remember(rt, "Person", "Bob", observation="Still at Globex.")
+        bob = await rt.store.get_node(seen.node.id)
+        assert bob is not None and (bob.confidence, bob.status) == (1.0, "active")
 
 
 async def test_as_of_shows_the_entity_as_it_was(rt: Runtime, vault: Path) -> None:

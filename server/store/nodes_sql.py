@@ -90,7 +90,8 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         return node_id, True
     merged = {**json.loads(row["properties"] or "{}"), **properties}
     conn.execute(
-        "update nodes set label = ?, properties = ?, status = 'active', updated_at = ? where id = ?",
+        "update nodes set label = ?, properties = ?, status = 'active', updated_at = ?, confidence = 1.0, "
+        "base_confidence = null, decayed_at = null where id = ?",
         (label, json.dumps(merged, sort_keys=True, default=str), now, row["id"]),
     )
     return row["id"], row["status"] == "stub"
