@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from server.app import create_server
 from server.runtime import Runtime, open_runtime
 from server.services.context import context
 from server.services.errors import EntityNotFound, ServiceError
@@ -235,3 +236,37 @@ async def test_an_obsidian_edit_shows_as_history_in_engrama_context(
                 await asyncio.sleep(0.1)
     assert seen["node"]["properties"]["employer"] == "Globex"
     assert [(h["key"], h["value"], h["source"]) for h in seen["history"]] == [("employer", "Acme", "note")]
+
+
+async def test_the_clarification_round_trip_through_the_tools(vault: Path, db_path: Path) -> None:
+    """engrama_remember over MCP: the clarification is structured output, resolve settles it, and
+    engrama_context shows the history and answers as_of."""
+    put(vault, "People/Alice.md", ALICE)
+    async with Client(create_server(Settings(vault=vault, db_path=db_path, watch=False))) as client:
+        assert not (await client.call_tool("engrama_sync_vault", {})).is_error
+        first = await client.call_tool(
+            "engrama_remember", {"label": "Person", "name": "Alice", "properties": {"employer": "Globex"}}
+        )
+        assert first.structured_content is not None and not first.is_error
+        [ask] = first.structured_content["clarifications"]
+        assert (ask["key"], ask["current"], ask["proposed"]) == ("employer", "Acme", "Globex")
+        bad = await client.call_tool(
+            "engrama_remember", {"label": "Person", "name": "Alice", "properties": {}, "resolve": "both"}
+        )
+        assert bad.is_error
+        settled = await client.call_tool(
+            "engrama_remember",
+            {
+                "label": "Person",
+                "name": "Alice",
+                "properties": {"employer": "Globex"},
+                "resolve": "keep_both",
+            },
+        )
+        assert settled.structured_content is not None and settled.structured_content["clarifications"] == []
+        seen = await client.call_tool("engrama_context", {"name": "Alice"})
+        assert seen.structured_content is not None
+        assert seen.structured_content["node"]["properties"]["employer"] == ["Acme", "Globex"]
+        assert [(h["key"], h["value"]) for h in seen.structured_content["history"]] == [("employer", "Acme")]
+        today = await client.call_tool("engrama_context", {"name": "Alice", "as_of": "2999-01-01"})
+        assert today.structured_content is not None and today.structured_content["as_of"] == "2999-01-01"
