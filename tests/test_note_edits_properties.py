@@ -250,3 +250,17 @@ def test_extract_wikilinks_returns_clean_unique_targets(pieces: list[str]) -> No
     targets = extract_wikilinks("".join(pieces))
     assert len({t.casefold() for t in targets}) == len(targets)
     assert all(t and t == t.strip() and "|" not in t and "#" not in t for t in targets)
+
+
+@SETTINGS
+@given(notes(), st.lists(st.sampled_from([*KEYS, "relations"]), unique=True, min_size=1, max_size=3))
+def test_update_note_removes_only_the_lines_of_the_keys_it_removes(note: Note, removed: list[str]) -> None:
+    """Reviving an entity takes its `valid_to:` (or `status:`) line out: every other byte stays."""
+    out = update_note(note.data, properties={}, observation=None, today="2026-11-21", remove=removed)
+    expected = note.data
+    for key, text in note.entries:
+        if key in removed:
+            expected = expected.replace(text, b"", 1)
+    assert out == expected  # with nothing to remove, not a byte changes
+    old = read_frontmatter(note.data)[1]
+    assert same_data(read_frontmatter(out)[1], {k: v for k, v in old.items() if k not in removed})
