@@ -270,3 +270,23 @@ async def test_the_clarification_round_trip_through_the_tools(vault: Path, db_pa
         assert [(h["key"], h["value"]) for h in seen.structured_content["history"]] == [("employer", "Acme")]
         today = await client.call_tool("engrama_context", {"name": "Alice", "as_of": "2999-01-01"})
         assert today.structured_content is not None and today.structured_content["as_of"] == "2999-01-01"
+
+
+async def test_the_assistant_can_supersede_a_fact_and_a_later_write_revives_it(
+    rt: Runtime, vault: Path
+) -> None:
+    done = await remember(rt, "Decision", "Use MySQL", observation="Chosen for the billing service.")
+    superseded = await remember(
+        rt, "Decision", "Use MySQL", {"valid_to": "2026-11-01"}, reason="moved to Postgres"
+    )
+    assert not superseded.revived
+    node = await rt.store.get_node(done.id)
+    assert node is not None and node.valid_to == "2026-11-01" and node.confidence == 0.5
+    assert (
+        b"valid_to: '2026-11-01'" in (vault / "Decisions/Use MySQL.md").read_bytes()
+        or b"valid_to: 2026-11-01" in (vault / "Decisions/Use MySQL.md").read_bytes()
+    )
+    revived = await remember(rt, "Decision", "Use MySQL", observation="Back for reporting.")
+    node = await rt.store.get_node(done.id)
+    assert revived.revived and node is not None and node.valid_to is None and node.confidence == 1.0
+    assert b"valid_to" not in (vault / "Decisions/Use MySQL.md").read_bytes()
