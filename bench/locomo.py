@@ -140,6 +140,9 @@ def ablations() -> dict[str, Tuning]:
     return {
         "default": DEFAULT_TUNING,
         "passages only (no note row)": replace(DEFAULT_TUNING, use_notes=False),
+        "best passage only (no second passage)": replace(
+            DEFAULT_TUNING, fulltext=replace(full, second_passage=0.0)
+        ),
         "no name weighting": replace(DEFAULT_TUNING, name_weight=1, fulltext=replace(full, names=0.0)),
         "names x2, no all-names bonus": replace(DEFAULT_TUNING, fulltext=replace(full, names=0.0)),
         "exact words (no prefix)": replace(DEFAULT_TUNING, prefix_min=None),

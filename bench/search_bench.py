@@ -19,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,8 +30,9 @@ from vaultgen import generate_vault  # noqa: E402
 from server.embeddings import make_embedder  # noqa: E402
 from server.embeddings.worker import attach_embedder, embed_pending  # noqa: E402
 from server.runtime import open_runtime  # noqa: E402
-from server.search.service import search  # noqa: E402
+from server.search.service import DEFAULT_TUNING, run_search, search  # noqa: E402
 from server.settings import Settings  # noqa: E402
+from server.store.search_sql import NodeFilter  # noqa: E402
 
 WORD = re.compile(r"[a-z]{3,}")
 
@@ -58,6 +60,24 @@ async def time_queries(rt, queries: list[str]) -> tuple[float, float, str]:
     return statistics.median(seconds) * 1000, seconds[int(0.95 * (len(seconds) - 1))] * 1000, "/".join(modes)
 
 
+async def compare(rt, queries: list[str]) -> None:
+    """Full text with and without the second-passage evidence, interleaved so machine noise hits both."""
+    base = replace(DEFAULT_TUNING, fulltext=replace(DEFAULT_TUNING.fulltext, second_passage=0.0))
+    times: dict[str, list[float]] = {"default": [], "best passage only": []}
+    for _ in range(2):
+        for name, tuning in (("default", DEFAULT_TUNING), ("best passage only", base)):
+            for q in queries:
+                started = time.perf_counter()
+                await run_search(rt, q, NodeFilter(), 10, False, tuning)
+                times[name].append(time.perf_counter() - started)
+    for name, seconds in times.items():
+        seconds.sort()
+        print(
+            f"  {name}: median {statistics.median(seconds) * 1000:.1f} ms, "
+            f"p95 {seconds[int(0.95 * (len(seconds) - 1))] * 1000:.1f} ms"
+        )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description="search latency benchmark")
     parser.add_argument("--notes", type=int, default=10_000)
@@ -70,6 +90,11 @@ async def main() -> None:
     )
     parser.add_argument("--dimensions", type=int, help="vector size (local: 64, 128 or 256; fake: any)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also time full text without the second-passage evidence, interleaved (A B A B)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         vault = Path(tmp) / "vault"
@@ -86,6 +111,8 @@ async def main() -> None:
             print(f"graph: {counts}")
             median, p95, mode = await time_queries(rt, queries)
             print(f"full text: {len(queries)} queries, median {median:.1f} ms, p95 {p95:.1f} ms [{mode}]")
+            if args.compare:
+                await compare(rt, queries)
             dims = args.dimensions or (256 if args.embedder == "fake" else None)
             embedder = make_embedder(args.embedder, dimensions=dims)
             if embedder is None:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from server.runtime import Runtime, open_runtime
+from server.search.fusion import FULLTEXT, passage_evidence
 from server.search.service import search
 from server.settings import Settings
+from server.store.search_sql import PassageHit
 
 CORPUS = {
     "Projects/Engrama.md": (
@@ -156,3 +158,64 @@ async def test_a_note_with_an_empty_body_is_found_by_its_name(rt: Runtime, vault
     await rt.require_sync().sync_vault()
     hits = (await search(rt, "Margarethe Okonkwo")).results
     assert [h.name for h in hits] == ["Margarethe Okonkwo"] and hits[0].snippet == ""
+
+
+_CHAT = [
+    "Maya: The weather turned cold again and the bus was late this morning.",
+    "Leo: I spent the evening sorting old photos from the attic into albums.",
+    "Maya: My sister called about the birthday dinner plans for next month.",
+    "Leo: The neighbours finally finished painting their fence a bright green.",
+    "Maya: I tried the new bakery on the corner, the bread was very good.",
+    "Leo: Work was quiet, mostly meetings about the budget for next year.",
+]
+
+
+async def test_a_note_that_answers_in_two_separate_places_has_the_stronger_passage_signal(
+    vault: Path, db_path: Path
+) -> None:
+    # Same best line in both chat logs; one of them comes back to the subject twelve turns later (the
+    # multi-hop case: the evidence is spread out). Its passage signal must count that second place.
+    write(
+        vault,
+        "Two places.md",
+        "\n".join(
+            [
+                "Maya: We went kayaking on the lake last weekend.",
+                *_CHAT,
+                *_CHAT,
+                "Maya: We go kayaking on the river in June.",
+            ]
+        ),
+    )
+    write(
+        vault,
+        "One place.md",
+        "\n".join(
+            [
+                "Maya: We went kayaking on the lake last week.",
+                *_CHAT,
+                *_CHAT,
+                "Maya: We go to the river in June, it is lovely.",
+            ]
+        ),
+    )
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        hits = {h.name: h for h in (await search(rt, "kayaking", explain=True)).results}
+    two, one = hits["Two places"].signals, hits["One place"].signals
+    assert two is not None and one is not None
+    assert two["passage"] > one["passage"] + 0.1
+    assert two["passage"] == pytest.approx(FULLTEXT.passage)
+
+
+def test_passage_evidence_counts_a_separate_passage_but_not_an_overlapping_neighbour() -> None:
+    hits = [
+        PassageHit(1, "neighbours", 5.0, 0),
+        PassageHit(2, "neighbours", 4.9, 1),  # shares lines with ordinal 0: the same evidence again
+        PassageHit(3, "apart", 4.5, 0),
+        PassageHit(4, "apart", 4.0, 3),
+        PassageHit(5, "single", 6.0, 2),
+    ]
+    evidence = passage_evidence(hits, 0.3)
+    assert evidence == pytest.approx({"neighbours": 5.0, "apart": 4.5 + 0.3 * 4.0, "single": 6.0})
+    assert passage_evidence(hits, 0.0) == {"neighbours": 5.0, "apart": 4.5, "single": 6.0}

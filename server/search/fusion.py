@@ -3,7 +3,8 @@
 Signals, each scaled to 0..1 over this query's candidates (min-max) and then weighted:
 
 - `note`: whole-note bm25 (one FTS row per note);
-- `passage`: the note's best passage by bm25;
+- `passage`: the note's best passage by bm25, plus 0.3 x its best passage elsewhere in the note (a second,
+  separate place that matches; see `passage_evidence`);
 - `vector`: the note's best passage by cosine similarity (hybrid mode only);
 - `names`: 1 when the note holds every name of the question (see names.py);
 - `graph`: how strongly a linked note matched (neighbours of the strongest hits);
@@ -21,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from server.store.search_sql import PassageHit
+
 
 @dataclass(frozen=True)
 class Weights:
@@ -34,6 +37,7 @@ class Weights:
     recency: float = 0.05
     half_life_days: float = 30.0
     graph_seeds: int = 5  # neighbours of this many top hits are boosted
+    second_passage: float = 0.3  # weight of a note's second, separate matching passage (passage_evidence)
 
 
 FULLTEXT = Weights()
@@ -75,9 +79,27 @@ def _scale(value: float, lo: float, hi: float) -> float:
     return (value - lo) / (hi - lo) if hi > lo else 1.0
 
 
+def passage_evidence(passages: list[PassageHit], second: float) -> dict[str, float]:
+    """Per note: its best passage's bm25 plus `second` x the best of its passages that shares no line with
+    that one (ordinals two or more apart; neighbouring windows overlap).
+
+    A note where two separate places answer the question holds more evidence than one where a single place
+    does. Overlapping windows repeat the same lines, so counting the runner-up window would count one
+    matching line twice: that is why summing a note's best passages did not help (docs/search.md)."""
+    best: dict[str, tuple[float, int]] = {}  # node id -> (score, ordinal) of its best passage
+    for _, node_id, score, ordinal in passages:
+        if node_id not in best or score > best[node_id][0]:
+            best[node_id] = (score, ordinal)
+    apart: dict[str, float] = {}
+    for _, node_id, score, ordinal in passages:
+        if abs(ordinal - best[node_id][1]) >= 2 and score > apart.get(node_id, 0.0):
+            apart[node_id] = score
+    return {node_id: score + second * apart.get(node_id, 0.0) for node_id, (score, _) in best.items()}
+
+
 def fuse_text(
     notes: Mapping[str, float],
-    passages: list[tuple[int, str, float]],
+    passages: list[PassageHit],
     vectors: list[tuple[int, str, float]],
     named: set[str] | None,
     weights: Weights,
@@ -91,7 +113,8 @@ def fuse_text(
     for node_id, value in minmax(notes).items():
         candidate(node_id).signals["note"] = weights.note * value
     chunks: dict[int, tuple[str, float]] = {}  # chunk id -> (node id, weighted passage + vector score)
-    for name, hits, weight in (("passage", passages, weights.passage), ("vector", vectors, weights.vector)):
+    text_hits = [(h.chunk_id, h.node_id, h.score) for h in passages]
+    for name, hits, weight in (("passage", text_hits, weights.passage), ("vector", vectors, weights.vector)):
         if weight <= 0 or not hits:
             continue
         best: dict[str, float] = {}
@@ -103,6 +126,9 @@ def fuse_text(
             c = candidate(node_id)
             c.signals[name] = max(c.signals.get(name, 0.0), scaled)
             chunks[chunk_id] = (node_id, chunks.get(chunk_id, (node_id, 0.0))[1] + scaled)
+    if weights.passage > 0 and weights.second_passage > 0 and passages:
+        for node_id, value in minmax(passage_evidence(passages, weights.second_passage)).items():
+            found[node_id].signals["passage"] = weights.passage * value
     for chunk_id, (node_id, total) in chunks.items():
         c = found[node_id]
         if c.chunk_id is None or total > c.chunk_score or (total == c.chunk_score and chunk_id < c.chunk_id):

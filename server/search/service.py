@@ -230,7 +230,7 @@ def _gather_candidates(
         weights = replace(weights, note=0.0)
     passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
     notes = dict(search_sql.note_hits(conn, match, tuning.note_candidates, where)) if weights.note > 0 else {}
-    ids = sorted({n for _, n, _ in passages} | notes.keys() | {n for _, n, _ in vectors})
+    ids = sorted({h.node_id for h in passages} | notes.keys() | {n for _, n, _ in vectors})
     named = search_sql.notes_matching(conn, names_match, ids) if names_match else None
     return fusion.fuse_text(notes, passages, vectors, named, weights), weights, reason
 

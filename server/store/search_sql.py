@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # bm25 column weights. The title repeats on every passage and carries the note's name and date, so a title
 # hit says more than a body hit; x4 on passages and x3 on notes were the best on LoCoMo (docs/search.md),
@@ -90,12 +90,22 @@ def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
 # --- reads -------------------------------------------------------------------------------------------------
 
 
-def passage_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tuple[int, str, float]]:
-    """The best `limit` passages for `match` among allowed nodes: (chunk_id, node_id, score)."""
+class PassageHit(NamedTuple):
+    """A passage found by bm25; `ordinal` is its place in the note (windows two apart share no line)."""
+
+    chunk_id: int
+    node_id: str
+    score: float
+    ordinal: int
+
+
+def passage_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[PassageHit]:
+    """The best `limit` passages for `match` among allowed nodes."""
     weights = ", ".join(map(str, PASSAGE_WEIGHTS))
     ranked = f"select rowid, -bm25(chunks_fts, {weights}) as score from chunks_fts where chunks_fts match ?"
     join = "join chunks c on c.id = f.rowid join nodes n on n.id = c.node_id"
-    return _top_allowed(conn, ranked, join, "c.node_id", match, limit, where)
+    rows = _top_allowed(conn, ranked, join, "c.node_id, c.ordinal", match, limit, where)
+    return [PassageHit(r[0], r[1], r[3], r[2]) for r in rows]
 
 
 def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tuple[str, float]]:
@@ -103,16 +113,14 @@ def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tupl
     weights = ", ".join(map(str, NOTE_WEIGHTS))
     ranked = f"select rowid, -bm25(notes_fts, {weights}) as score from notes_fts where notes_fts match ?"
     join = "join note_docs d on d.doc = f.rowid join nodes n on n.id = d.node_id"
-    return [
-        (node_id, score)
-        for _, node_id, score in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)
-    ]
+    return [(r[1], r[2]) for r in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)]
 
 
 def _top_allowed(
-    conn: Any, ranked: str, join: str, node_col: str, match: str, limit: int, where: NodeFilter
-) -> list[tuple[int, str, float]]:
-    """The top `limit` rows of the FTS query `ranked` whose node passes `where`: (rowid, node_id, score).
+    conn: Any, ranked: str, join: str, node_cols: str, match: str, limit: int, where: NodeFilter
+) -> list[tuple[Any, ...]]:
+    """The top `limit` rows of the FTS query `ranked` whose node passes `where`: (rowid, node_id, [more
+    columns of `node_cols`,] score).
 
     Why two ways: joining every match to its node before sorting costs ~4x on a large vault (thousands of
     matches per query), so the top rows are taken first and filtered after. That is exact when the filter
@@ -121,17 +129,17 @@ def _top_allowed(
     """
     clause, params = where.sql()
     rows = conn.execute(
-        f"select f.rowid, {node_col}, f.score from ({ranked} order by score desc limit ?) f {join} "
+        f"select f.rowid, {node_cols}, f.score from ({ranked} order by score desc limit ?) f {join} "
         f"where {clause} order by f.score desc",
         [match, limit, *params],
     ).fetchall()
     if len(rows) < limit and _had_more(conn, ranked, match, limit):
         rows = conn.execute(
-            f"select f.rowid, {node_col}, f.score from ({ranked}) f {join} where {clause} "
+            f"select f.rowid, {node_cols}, f.score from ({ranked}) f {join} where {clause} "
             f"order by f.score desc limit ?",
             [match, *params, limit],
         ).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
+    return [tuple(r) for r in rows]
 
 
 def _had_more(conn: Any, ranked: str, match: str, limit: int) -> bool:
@@ -162,7 +170,7 @@ def passages_of(conn: Any, node_ids: Sequence[str]) -> list[tuple[int, str, str]
         f"select id, node_id, text from chunks where node_id in ({marks}) order by node_id, ordinal",
         list(node_ids),
     )
-    return [(r[0], r[1], r[2]) for r in rows]
+    return [tuple(r) for r in rows]
 
 
 def passage_texts(conn: Any, chunk_ids: Sequence[int]) -> dict[int, str]:
