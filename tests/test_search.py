@@ -111,6 +111,14 @@ async def test_archived_notes_are_hidden_unless_asked_for(rt: Runtime, vault: Pa
     assert await names(rt, "sourdough starter", include_archived=True) == ["Bread"]
 
 
+async def test_as_of_finds_a_note_deleted_since_but_not_one_deleted_before(rt: Runtime, vault: Path) -> None:
+    (vault / "Cooking/Bread.md").unlink()
+    await rt.require_sync().sync_vault()
+    assert "Bread" not in await names(rt, "sourdough starter")
+    assert await names(rt, "sourdough starter", as_of="2024-03-01") == ["Bread"]  # it was there then
+    assert "Bread" not in await names(rt, "sourdough starter", as_of="2999-01-01")
+
+
 async def test_as_of_keeps_the_nodes_valid_on_that_day(rt: Runtime) -> None:
     await rt.store.write(
         lambda conn: conn.execute(

@@ -29,7 +29,15 @@ class NodeFilter:
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
         """A boolean SQL expression over the nodes table aliased `alias`, and its parameters."""
         parts, params = [], []
-        if not self.include_archived:
+        width = 10 if self.as_of is not None and len(self.as_of) == 10 else 20
+        if not self.include_archived and self.as_of is not None:
+            # Looking back, a node archived since still counts: an archived node's last update is its archiving.
+            parts.append(
+                f"(+{alias}.status = 'active' or ({alias}.status = 'archived' "
+                f"and substr({alias}.updated_at, 1, {width}) > ?))"
+            )
+            params.append(self.as_of)
+        elif not self.include_archived:
             # The unary + keeps SQLite from answering through the status index (a scan of every active
             # node) where the node ids at hand make primary-key lookups the cheap plan.
             parts.append(f"+{alias}.status = 'active'")
@@ -38,7 +46,6 @@ class NodeFilter:
             params.append(self.label)
         if self.as_of is not None:
             # A date covers its whole day: compare only the date part of the stored timestamps.
-            width = 10 if len(self.as_of) == 10 else 20
             parts.append(f"(substr({alias}.valid_from, 1, {width}) <= ? or {alias}.valid_from is null)")
             parts.append(f"({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)")
             params.extend([self.as_of, self.as_of])
