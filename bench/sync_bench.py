@@ -4,8 +4,10 @@
 
 Generates a realistic vault (bench/vaultgen.py) in a temporary folder, then runs the real command in a
 child process three times: first sync (ids inserted into every note), unchanged re-sync, and re-sync after
-the database is deleted (rebuild from the vault). Reports wall time, notes/s and the child's peak memory.
+the database is deleted (rebuild from the vault). Reports wall time, notes/s, the peak memory of the biggest
+process, and (Linux) the peak of the whole process tree: a big sync reads notes in worker processes.
 Targets (issue #3): first sync >= 500 notes/s without embeddings; unchanged re-sync <= 2 s.
+Also prints the load average before each run: on a shared machine, compare runs made back to back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,18 +29,52 @@ from vaultgen import generate_vault  # noqa: E402
 COMMAND = [str(Path(sys.executable).parent / "engrama-vault"), "sync", "--json"]
 
 
-def run_sync(vault: Path, db: Path) -> tuple[float, dict, int]:
-    """One `engrama-vault sync` in a child: (seconds, report, peak RSS in MiB of that child)."""
+def run_sync(vault: Path, db: Path) -> tuple[float, dict, int, int]:
+    """One `engrama-vault sync` in a child: (seconds, report, peak RSS in MiB of the biggest process, peak RSS
+    in MiB of the child and its workers together; 0 where /proc cannot tell)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
-    done = subprocess.run(
-        [*COMMAND, "--vault", str(vault), "--db", str(db)], capture_output=True, text=True, check=False
+    child = subprocess.Popen(
+        [*COMMAND, "--vault", str(vault), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    tree_peak = [0]
+    watcher = threading.Thread(target=_watch_tree, args=(child, tree_peak), daemon=True)
+    watcher.start()
+    out, err = child.communicate()
     seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"sync failed: {done.stderr[-2000:]}")
+    watcher.join()
+    if child.returncode not in (0, 1):
+        raise SystemExit(f"sync failed: {err[-2000:]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, json.loads(done.stdout), max(peak, before) // 1024
+    return seconds, json.loads(out), max(peak, before) // 1024, tree_peak[0] // 1024
+
+
+def _watch_tree(child: subprocess.Popen, peak: list[int]) -> None:
+    """Sample the summed RSS (KiB) of `child` and its descendants every 20 ms until it exits."""
+    while child.poll() is None:
+        peak[0] = max(peak[0], sum(_rss_kib(pid) for pid in _tree(child.pid)))
+        time.sleep(0.02)
+
+
+def _tree(pid: int) -> list[int]:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(p for kid in kids for p in _tree(int(kid)))]
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def main() -> None:
@@ -50,20 +87,31 @@ def main() -> None:
         generate_vault(vault, args.notes, args.seed)
         size = sum(p.stat().st_size for p in vault.rglob("*.md")) / 2**20
         print(f"vault: {args.notes} notes, {size:.0f} MiB")
-        first, report, peak = run_sync(vault, db)
+        print(f"load average before: {_load()}")
+        first, report, peak, tree = run_sync(vault, db)
         print(
             f"first sync:     {first:6.2f} s  {args.notes / first:7.0f} notes/s  created={report['created']} "
-            f"ids={len(report['ids_injected'])} errors={len(report['errors'])}  peak RSS {peak} MiB"
+            f"ids={len(report['ids_injected'])} errors={len(report['errors'])}  peak RSS {peak} MiB "
+            f"(all processes {tree} MiB)"
         )
-        again, report, _ = run_sync(vault, db)
+        again, report, _, _ = run_sync(vault, db)
         print(f"unchanged sync: {again:6.2f} s  unchanged={report['unchanged']}")
         for suffix in ("", "-wal", "-shm"):
             Path(str(db) + suffix).unlink(missing_ok=True)
-        rebuild, report, _ = run_sync(vault, db)
+        rebuild, report, _, tree = run_sync(vault, db)
         print(
             f"rebuild (no db):{rebuild:6.2f} s  {args.notes / rebuild:7.0f} notes/s  created={report['created']}"
+            f"  (all processes {tree} MiB)"
         )
+        print(f"load average after: {_load()}")
         print(f"db size: {os.path.getsize(db) / 2**20:.0f} MiB")
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

@@ -3,56 +3,40 @@
 The flow for one note: stat -> same size+mtime as recorded? nothing -> read bytes -> same checksum? nothing
 (this is how our own writes are recognised) -> parse -> settle its engrama_id (insert one if missing; give a
 copy a fresh one) -> upsert node, edges and passages -> record the checksum of the bytes now on disk.
-File reading and parsing run in a worker thread in batches, so the event loop stays responsive.
+File reading and parsing run off the event loop in batches (`readers.py`): in a worker thread, or for a big
+sync in a worker process (`reader_process.py`), pipelined with the database applying the previous batch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vault_sync import identify
-from vault_sync.checksum import sha256_hex
-from vault_sync.chunking import chunk_body
 from vault_sync.errors import VaultError
-from vault_sync.model import Chunk, FileState, NodeRef, NoteUpdate, ParsedNote
-from vault_sync.parse import parse_note
+from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, resolve_in_vault
 from vault_sync.protocol import GraphPort
+from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
+from vault_sync.readers import NoteRead, NoteReader, NoteRules, describe, same_stat
 from vault_sync.report import ARCHIVED, CREATED, FAILED, IGNORED, UNCHANGED, UPDATED, NoteOutcome, SyncReport
 from vault_sync.scan import scan_vault
-from vault_sync.writer import MAX_NOTE_BYTES, edit_note
+
+__all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
 log = logging.getLogger(__name__)
 
 BATCH = 256  # notes per transaction: fewer commits and FTS flushes (measured: 64 -> 256 is ~12% faster)
+# Notes to read above which a sync reads them in worker processes (`reader_process.py`): starting them costs
+# ~0.3 s, paid back after a few hundred notes (reading a note and inserting its id costs ~2 ms of CPU, which
+# then no longer shares the GIL with the database). Below it, as for the watcher's single paths, a thread reads.
+PROCESS_THRESHOLD = 500
 Progress = Callable[[int, int], Awaitable[None] | None]
-
-
-@dataclass(frozen=True)
-class NoteRules:
-    """What the active profile tells the parser: folder -> label map and label canonicalisation."""
-
-    folder_labels: Mapping[str, str]
-    canonical_label: Callable[[str], str | None]
-
-
-@dataclass(frozen=True)
-class _Read:
-    """A note file read and parsed off the event loop."""
-
-    path: str
-    state: FileState | None = None  # size, mtime, checksum of the bytes read (node_id unset)
-    data: bytes = b""
-    note: ParsedNote | None = None
-    error: str | None = None
-    missing: bool = False
-    chunks: tuple[Chunk, ...] = ()
-    injected: bool = False  # the engrama_id line was inserted by this read
+ReadBatch = Callable[[Sequence[str], Mapping[str, FileState], bool], Awaitable[list[NoteRead]]]
 
 
 @dataclass(frozen=True)
@@ -74,13 +58,25 @@ class _Apply:
 
 
 class VaultSync:
-    """Keeps the graph in step with one vault. `writable=False` never touches files (a follower process)."""
+    """Keeps the graph in step with one vault. `writable=False` never touches files (a follower process).
 
-    def __init__(self, root: Path, graph: GraphPort, rules: NoteRules, *, writable: bool = True) -> None:
+    A sync with more than `process_threshold` notes to read reads them in a worker process."""
+
+    def __init__(
+        self,
+        root: Path,
+        graph: GraphPort,
+        rules: NoteRules,
+        *,
+        writable: bool = True,
+        process_threshold: int = PROCESS_THRESHOLD,
+    ) -> None:
         self.root = root
         self.graph = graph
         self.rules = rules
         self.writable = writable
+        self.process_threshold = process_threshold
+        self.reader = NoteReader(root, rules, writable)
         self._lock = asyncio.Lock()  # one reconcile at a time: the watcher and tools share this engine
 
     # --- public entry points -------------------------------------------------------------------------------
@@ -94,7 +90,7 @@ class VaultSync:
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
-            reads = await asyncio.to_thread(self._read_batch, [rel], {rel: known} if known else {}, dry_run)
+            reads = await self._read_in_thread([rel], {rel: known} if known else {}, dry_run)
             [outcome] = await self._settle_batch(reads, {rel: known} if known else {}, dry_run)
             return outcome
 
@@ -114,27 +110,11 @@ class VaultSync:
                 scan.notes, key=lambda e: (e.mtime_ns, e.rel_path)
             )  # older first: copies lose the id
             report.scanned = len(entries)
-            todo = [e.rel_path for e in entries if not _same_stat(known.get(e.rel_path), e.size, e.mtime_ns)]
+            todo = [e.rel_path for e in entries if not same_stat(known.get(e.rel_path), e.size, e.mtime_ns)]
             report.unchanged += len(entries) - len(todo)
-            batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
-            # Pipeline: the next batch is read and parsed in a thread while this one is applied.
-            pending = (
-                asyncio.create_task(asyncio.to_thread(self._read_batch, batches[0], known, dry_run))
-                if batches
-                else None
-            )
-            for index in range(len(batches)):
-                assert pending is not None
-                reads = await pending
-                if index + 1 < len(batches):
-                    pending = asyncio.create_task(
-                        asyncio.to_thread(self._read_batch, batches[index + 1], known, dry_run)
-                    )
-                for outcome in await self._settle_batch(reads, known, dry_run):
-                    report.add(outcome)
-                await _report(
-                    progress, report.unchanged + sum(len(b) for b in batches[: index + 1]), len(entries)
-                )
+            async with AsyncExitStack() as stack:
+                read = await self._choose_reader(stack, len(todo))
+                await self._sync_batches(todo, known, dry_run, read, report, progress, len(entries))
             present = {e.rel_path for e in entries}
             for path in sorted(set(known) - present):
                 if scan.covers(path):  # not under an unreadable folder, nor outside the scanned one
@@ -145,61 +125,55 @@ class VaultSync:
 
     # --- steps ---------------------------------------------------------------------------------------------
 
-    def _read_batch(self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool) -> list[_Read]:
-        """Read, checksum, parse and chunk notes, and give id-less notes their id (runs in a worker thread).
+    async def _choose_reader(self, stack: AsyncExitStack, count: int) -> ReadBatch:
+        """A worker process for a big sync (when the rules can travel to one), else a worker thread."""
+        if count <= self.process_threshold:
+            return self._read_in_thread
+        rules = pickled_rules(self.rules)
+        if rules is None:
+            return self._read_in_thread
+        process = await stack.enter_async_context(ReaderProcess(self.root, rules, self.writable))
+        return process.read_batch
 
-        Inserting ids here, rather than on the event loop, lets it overlap with the database applying the
-        previous batch. A note without an id never needs the graph to decide: it always gets a fresh one."""
-        reads = [self._read_one(path, known.get(path)) for path in paths]
-        if self.writable and not dry_run:
-            reads = [
-                self._identify(read) if read.note and read.note.engrama_id is None else read for read in reads
-            ]
-        return reads
+    async def _read_in_thread(
+        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool
+    ) -> list[NoteRead]:
+        return await asyncio.to_thread(self.reader.read_batch, paths, known, dry_run)
 
-    def _identify(self, read: _Read) -> _Read:
+    async def _sync_batches(
+        self,
+        todo: Sequence[str],
+        known: Mapping[str, FileState],
+        dry_run: bool,
+        read: ReadBatch,
+        report: SyncReport,
+        progress: Progress | None,
+        total: int,
+    ) -> None:
+        """Read and apply `todo` in batches, pipelined: the next batch is read while this one is applied."""
+        batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
+        pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
         try:
-            note, state, chunks = self._write_id(read, identify.new_engrama_id())
-        except (OSError, VaultError) as exc:
-            return replace(read, note=None, error=_describe(exc))
-        return replace(read, note=note, state=state, chunks=chunks, injected=True)
-
-    def _read_one(self, rel: str, known: FileState | None) -> _Read:
-        try:
-            absolute = resolve_in_vault(self.root, rel)
-            with open(absolute, "rb") as handle:
-                stat = os.fstat(handle.fileno())
-                if known is not None and _same_stat(known, stat.st_size, stat.st_mtime_ns):
-                    return _Read(rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None))
-                if stat.st_size > MAX_NOTE_BYTES:
-                    return _Read(
-                        rel,
-                        error=f"note is {stat.st_size // 2**20} MiB, over the "
-                        f"{MAX_NOTE_BYTES // 2**20} MiB limit; split it into smaller notes",
-                    )
-                data = handle.read()
-        except FileNotFoundError:
-            return _Read(rel, missing=True)
-        except IsADirectoryError:
-            return _Read(rel, error="is a folder whose name ends in .md; rename it")
-        except (OSError, VaultError) as exc:
-            return _Read(rel, error=_describe(exc))
-        state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
-        if known is not None and known.checksum == state.checksum:
-            return _Read(rel, state)
-        try:
-            note = self._parse(rel, data)
-        except VaultError as exc:
-            return _Read(rel, state, error=_describe(exc))
-        return _Read(rel, state, data, note, chunks=tuple(chunk_body(note.body)))
-
-    def _parse(self, rel: str, data: bytes) -> ParsedNote:
-        return parse_note(
-            rel, data, folder_labels=self.rules.folder_labels, canonical_label=self.rules.canonical_label
-        )
+            for index, batch in enumerate(batches):
+                assert pending is not None
+                try:
+                    reads = await pending
+                except ReaderStopped as exc:
+                    log.error("%s; reading the rest of the vault in this process", exc)
+                    reads = [NoteRead(path, error=str(exc)) for path in batch]
+                    read = self._read_in_thread
+                pending = None
+                if index + 1 < len(batches):
+                    pending = asyncio.ensure_future(read(batches[index + 1], known, dry_run))
+                for outcome in await self._settle_batch(reads, known, dry_run):
+                    report.add(outcome)
+                await _report(progress, report.unchanged + sum(len(b) for b in batches[: index + 1]), total)
+        finally:
+            if pending is not None:  # the apply failed or the sync was cancelled: nobody will use this read
+                pending.cancel()
 
     async def _settle_batch(
-        self, reads: Sequence[_Read], known: Mapping[str, FileState], dry_run: bool
+        self, reads: Sequence[NoteRead], known: Mapping[str, FileState], dry_run: bool
     ) -> list[NoteOutcome]:
         """Settle ids for a batch of read notes, then apply them to the graph in one transaction."""
         outcomes: list[NoteOutcome | _Apply] = []
@@ -217,7 +191,7 @@ class VaultSync:
 
     async def _prepare(
         self,
-        read: _Read,
+        read: NoteRead,
         known: FileState | None,
         dry_run: bool,
         claimed: set[str],
@@ -250,9 +224,11 @@ class VaultSync:
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
             try:
-                note, state, chunks = await asyncio.to_thread(self._write_id, read, identify.new_engrama_id())
+                note, state, chunks = await asyncio.to_thread(
+                    self.reader.write_id, read, identify.new_engrama_id()
+                )
             except (OSError, VaultError) as exc:
-                return NoteOutcome(read.path, FAILED, error=_describe(exc))
+                return NoteOutcome(read.path, FAILED, error=describe(exc))
             node_id, injected = note.engrama_id, True
             assert node_id is not None
         claimed.add(node_id)
@@ -274,44 +250,12 @@ class VaultSync:
             return False  # the other file is gone: this is a move, not a copy
         return identify.read_id(data) == existing.id
 
-    def _write_id(self, read: _Read, node_id: str) -> tuple[ParsedNote, FileState, tuple[Chunk, ...]]:
-        """Insert (or, for a copy, replace) the engrama_id line; return the note as now on disk."""
-        produced: dict[str, bytes] = {}
-
-        # A note read without an id only needs the line inserted; a copy has its id line rewritten.
-        give_id = (
-            identify.insert_id if read.note is not None and read.note.engrama_id is None else identify.set_id
-        )
-
-        def edit(data: bytes) -> bytes:
-            produced["data"] = give_id(data, node_id)
-            return produced["data"]
-
-        assert read.state is not None and read.note is not None
-        result = edit_note(self.root, read.path, edit, expected_checksum=read.state.checksum)
-        state = replace(result.state, path=read.path)
-        if result.before_checksum == read.state.checksum:
-            # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
-            return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
-        note = self._parse(read.path, produced["data"])  # re-based on newer content: parse what we wrote
-        return note, state, tuple(chunk_body(note.body))
-
     async def _archive(self, rel: str, dry_run: bool) -> NoteOutcome:
         known = await self.graph.file_state(rel)
         if dry_run:
             return NoteOutcome(rel, ARCHIVED if known else UNCHANGED, id=known.node_id if known else None)
         node_id = await self.graph.archive_path(rel)
         return NoteOutcome(rel, ARCHIVED if node_id else UNCHANGED, id=node_id)
-
-
-def _same_stat(known: FileState | None, size: int, mtime_ns: int) -> bool:
-    return known is not None and known.size == size and known.mtime_ns == mtime_ns
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, PermissionError):
-        return "permission denied; allow this user to read the file"
-    return str(exc) or type(exc).__name__
 
 
 async def _report(progress: Progress | None, done: int, total: int) -> None:

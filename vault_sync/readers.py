@@ -1,0 +1,140 @@
+"""Read notes for a reconcile: read bytes, checksum, parse, chunk, and give id-less notes their engrama_id.
+
+`NoteReader` holds no graph and no event loop, only the vault root and the profile's rules, so the same code
+runs in a worker thread (small syncs, the watcher) or in a worker process (big syncs, `reader_process.py`).
+Its results are `NoteRead` values: frozen and picklable, so they can cross a process boundary.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from vault_sync import identify
+from vault_sync.checksum import sha256_hex
+from vault_sync.chunking import chunk_body
+from vault_sync.errors import VaultError
+from vault_sync.model import Chunk, FileState, ParsedNote
+from vault_sync.parse import parse_note
+from vault_sync.paths import resolve_in_vault
+from vault_sync.writer import MAX_NOTE_BYTES, edit_note
+
+
+@dataclass(frozen=True)
+class NoteRules:
+    """What the active profile tells the parser: folder -> label map and label canonicalisation."""
+
+    folder_labels: Mapping[str, str]
+    canonical_label: Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class NoteRead:
+    """A note file read and parsed off the event loop."""
+
+    path: str
+    state: FileState | None = None  # size, mtime, checksum of the bytes read (node_id unset)
+    note: ParsedNote | None = None
+    error: str | None = None
+    missing: bool = False
+    chunks: tuple[Chunk, ...] = ()
+    injected: bool = False  # the engrama_id line was inserted by this read
+
+
+@dataclass(frozen=True)
+class NoteReader:
+    """Reads notes of the vault at `root`; `writable=False` never touches files (a follower process)."""
+
+    root: Path
+    rules: NoteRules
+    writable: bool = True
+
+    def read_batch(
+        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool
+    ) -> list[NoteRead]:
+        """Read, checksum, parse and chunk notes, and give id-less notes their id (off the event loop).
+
+        Inserting ids here, rather than on the event loop, lets it overlap with the database applying the
+        previous batch. A note without an id never needs the graph to decide: it always gets a fresh one."""
+        reads = [self.read_one(path, known.get(path)) for path in paths]
+        if self.writable and not dry_run:
+            reads = [self._identify(r) if r.note and r.note.engrama_id is None else r for r in reads]
+        return reads
+
+    def read_one(self, rel: str, known: FileState | None) -> NoteRead:
+        """Read one note; `note` is None (and `error` too) when its bytes are the ones `known` records."""
+        try:
+            absolute = resolve_in_vault(self.root, rel)
+            with open(absolute, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
+                    return NoteRead(rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None))
+                if stat.st_size > MAX_NOTE_BYTES:
+                    return NoteRead(
+                        rel,
+                        error=f"note is {stat.st_size // 2**20} MiB, over the "
+                        f"{MAX_NOTE_BYTES // 2**20} MiB limit; split it into smaller notes",
+                    )
+                data = handle.read()
+        except FileNotFoundError:
+            return NoteRead(rel, missing=True)
+        except IsADirectoryError:
+            return NoteRead(rel, error="is a folder whose name ends in .md; rename it")
+        except (OSError, VaultError) as exc:
+            return NoteRead(rel, error=describe(exc))
+        state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
+        if known is not None and known.checksum == state.checksum:
+            return NoteRead(rel, state)
+        try:
+            note = self.parse(rel, data)
+        except VaultError as exc:
+            return NoteRead(rel, state, error=describe(exc))
+        return NoteRead(rel, state, note, chunks=tuple(chunk_body(note.body)))
+
+    def parse(self, rel: str, data: bytes) -> ParsedNote:
+        return parse_note(
+            rel, data, folder_labels=self.rules.folder_labels, canonical_label=self.rules.canonical_label
+        )
+
+    def write_id(self, read: NoteRead, node_id: str) -> tuple[ParsedNote, FileState, tuple[Chunk, ...]]:
+        """Insert (or, for a copy, replace) the engrama_id line; return the note as now on disk."""
+        produced: dict[str, bytes] = {}
+
+        # A note read without an id only needs the line inserted; a copy has its id line rewritten.
+        give_id = (
+            identify.insert_id if read.note is not None and read.note.engrama_id is None else identify.set_id
+        )
+
+        def edit(data: bytes) -> bytes:
+            produced["data"] = give_id(data, node_id)
+            return produced["data"]
+
+        assert read.state is not None and read.note is not None
+        result = edit_note(self.root, read.path, edit, expected_checksum=read.state.checksum)
+        state = replace(result.state, path=read.path)
+        if result.before_checksum == read.state.checksum:
+            # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
+            return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
+        note = self.parse(read.path, produced["data"])  # re-based on newer content: parse what we wrote
+        return note, state, tuple(chunk_body(note.body))
+
+    def _identify(self, read: NoteRead) -> NoteRead:
+        try:
+            note, state, chunks = self.write_id(read, identify.new_engrama_id())
+        except (OSError, VaultError) as exc:
+            return replace(read, note=None, error=describe(exc))
+        return replace(read, note=note, state=state, chunks=chunks, injected=True)
+
+
+def same_stat(known: FileState | None, size: int, mtime_ns: int) -> bool:
+    """True when `known` records a file of this size and mtime."""
+    return known is not None and known.size == size and known.mtime_ns == mtime_ns
+
+
+def describe(exc: BaseException) -> str:
+    """The message a sync report gives for a note that could not be read or written."""
+    if isinstance(exc, PermissionError):
+        return "permission denied; allow this user to read the file"
+    return str(exc) or type(exc).__name__
