@@ -17,6 +17,7 @@ from server.services.forget import REASON, forget
 from server.services.remember import remember
 from server.settings import Settings
 from server.store import history_sql
+from tests.test_tools import call_error, call_ok
 from vault_sync.report import UNCHANGED
 
 HARBOR = (
@@ -207,27 +208,14 @@ def settings(vault: Path, db_path: Path) -> Settings:
     return Settings(vault=vault, db_path=db_path, watch=False)
 
 
-async def call(client: Client, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(name, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def error_of(client: Client, name: str, args: dict[str, Any]) -> str:
-    result = await client.call_tool(name, args)
-    assert result.is_error, result.structured_content
-    return result.content[0].text  # type: ignore[union-attr]
-
-
 async def test_the_tool_archives_by_default_and_purges_when_asked(settings: Settings) -> None:
     async with Client(create_server(settings)) as client:
-        await call(client, "engrama_sync_vault", {})
+        await call_ok(client, "engrama_sync_vault", {})
         [tool] = [t for t in (await client.list_tools()).tools if t.name == "engrama_forget"]
         assert tool.annotations is not None and tool.annotations.destructive_hint is True
         assert tool.annotations.idempotent_hint is True and tool.annotations.read_only_hint is False
         assert tool.input_schema["required"] == ["name"]
-        archived = await call(client, "engrama_forget", {"name": "Harbor"})
+        archived = await call_ok(client, "engrama_forget", {"name": "Harbor"})
         assert set(archived) == {
             "id",
             "label",
@@ -244,30 +232,30 @@ async def test_the_tool_archives_by_default_and_purges_when_asked(settings: Sett
             "Projects/Harbor.md",
             None,
         )
-        assert (await call(client, "engrama_search", {"query": "zanzibar"}))["results"] == []
-        found = await call(client, "engrama_search", {"query": "zanzibar", "include_archived": True})
+        assert (await call_ok(client, "engrama_search", {"query": "zanzibar"}))["results"] == []
+        found = await call_ok(client, "engrama_search", {"query": "zanzibar", "include_archived": True})
         assert found["results"][0]["name"] == "Harbor"
-        purged = await call(
+        purged = await call_ok(
             client, "engrama_forget", {"name": "Harbor", "mode": "purge", "delete_note": True}
         )
         assert purged["status"] == "purged" and purged["trash_path"] == ".trash/Harbor.md"
         assert (settings.vault / ".trash/Harbor.md").exists()  # type: ignore[operator]
-        assert "delete_note applies to mode=purge" in await error_of(
+        assert "delete_note applies to mode=purge" in await call_error(
             client, "engrama_forget", {"name": "SQLite", "delete_note": True}
         )
-        assert "archive" in await error_of(client, "engrama_forget", {"name": "SQLite", "mode": "erase"})
-        assert "engrama_search" in await error_of(client, "engrama_forget", {"name": "Harbor"})
+        assert "archive" in await call_error(client, "engrama_forget", {"name": "SQLite", "mode": "erase"})
+        assert "engrama_search" in await call_error(client, "engrama_forget", {"name": "Harbor"})
 
 
 async def test_a_follower_refuses_to_delete_a_note(settings: Settings) -> None:
     watching = Settings(vault=settings.vault, db_path=settings.db_path, watch=True)
     async with Client(create_server(watching)) as holder, Client(create_server(watching)) as follower:
-        await call(holder, "engrama_sync_vault", {})
-        message = await error_of(
+        await call_ok(holder, "engrama_sync_vault", {})
+        message = await call_error(
             follower, "engrama_forget", {"name": "Harbor", "mode": "purge", "delete_note": True}
         )
         assert "lease" in message and "nothing was purged" in message
         assert (settings.vault / "Projects/Harbor.md").exists()  # type: ignore[operator]
-        done = await call(follower, "engrama_forget", {"name": "SQLite"})
+        done = await call_ok(follower, "engrama_forget", {"name": "SQLite"})
         assert done["status"] == "archived" and "graph only" in done["message"]
         assert b"archived" not in (settings.vault / "Technologies/SQLite.md").read_bytes()  # type: ignore[operator]

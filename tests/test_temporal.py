@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client, ClientSession, StdioServerParameters
@@ -19,7 +18,7 @@ from server.services.context import context
 from server.services.errors import EntityNotFound, ServiceError
 from server.services.remember import remember
 from server.settings import Settings
-from tests.test_e2e_stdio import COMMAND
+from tests.test_e2e_stdio import COMMAND, call
 
 ALICE = b"---\r\ntype: Person\r\nname: Alice\r\n# where she works\r\nemployer: Acme   # since 2020\r\ncity: Lyon\r\n---\r\nMet at a conference.\r\n"
 
@@ -199,13 +198,6 @@ async def test_as_of_before_a_notes_valid_from_finds_nothing(rt: Runtime, vault:
     assert (await context(rt, "Atlas", as_of="2026-03-01")).node.name == "Atlas"
 
 
-async def _call(session: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await session.call_tool(name, args)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
 async def test_an_obsidian_edit_shows_as_history_in_engrama_context(
     vault: Path, db_path: Path, tmp_path: Path
@@ -222,15 +214,15 @@ async def test_an_obsidian_edit_shows_as_history_in_engrama_context(
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            await _call(session, "engrama_sync_vault", {})
-            assert (await _call(session, "engrama_context", {"name": "Alice"}))["node"]["properties"][
+            await call(session, "engrama_sync_vault", {})
+            assert (await call(session, "engrama_context", {"name": "Alice"}))["node"]["properties"][
                 "employer"
             ] == "Acme"
             data = (vault / "People/Alice.md").read_bytes()  # now with the engrama_id line
             (vault / "People/Alice.md").write_bytes(data.replace(b"employer: Acme", b"employer: Globex"))
             deadline = time.monotonic() + 20
             while True:
-                seen = await _call(session, "engrama_context", {"name": "Alice"})
+                seen = await call(session, "engrama_context", {"name": "Alice"})
                 if seen["node"]["properties"]["employer"] == "Globex" or time.monotonic() > deadline:
                     break
                 await asyncio.sleep(0.1)
