@@ -122,7 +122,7 @@ async def _revival(rt: Runtime, target: Node, write: Mapping[str, Any]) -> _Revi
         was.append("archived")
         status = target.properties.get("status")
         if isinstance(status, str) and status.strip().casefold() == "archived" and "status" not in write:
-            before = await rt.store.read(memory_sql.previous_value, target.id, "status", "archived")
+            before = await rt.store.read(history_sql.previous_value, target.id, "status", "archived")
             if before is None:
                 remove.append("status")
             else:

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from server.store.nodes_sql import moment_width
+
 NOTE_EDIT_REASON = "edited in the note"
 
 
@@ -93,12 +95,25 @@ def _past(row: Any) -> PastValue:
     return PastValue(row["key"], value, row["valid_from"], row["valid_to"], row["source"], row["reason"])
 
 
+def previous_value(conn: Any, node_id: str, key: str, unless: str) -> Any:
+    """The latest value `key` had before, other than `unless` (None when there was none)."""
+    for (raw,) in conn.execute(
+        "select value from property_history where node_id = ? and key = ? and value is not null "
+        "order by valid_to desc, id desc",
+        (node_id, key),
+    ):
+        value = json.loads(raw)
+        if not (isinstance(value, str) and value.strip().casefold() == unless):
+            return value
+    return None
+
+
 def properties_as_of(conn: Any, node_id: str, current: Mapping[str, Any], as_of: str) -> dict[str, Any]:
     """The properties as they stood at the end of `as_of` (a date, or a date-time).
 
     For each key, the value that was replaced first after `as_of` is the one that held then; a key never
     replaced since holds its current value."""
-    width = 10 if len(as_of) == 10 else 20
+    width = moment_width(as_of)
     rows = conn.execute(
         "select key, value, valid_from, valid_to, source, reason from property_history "
         f"where node_id = ? and substr(valid_to, 1, {width}) > ? order by valid_to, id",

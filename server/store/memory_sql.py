@@ -11,7 +11,15 @@ import uuid
 from typing import Any
 
 from server.store import history_sql
-from server.store.nodes_sql import NODE_COLUMNS, Node, find_nodes, merge_entity, row_to_node
+from server.store.nodes_sql import (
+    NODE_COLUMNS,
+    Node,
+    find_nodes,
+    merge_entity,
+    moment_width,
+    row_to_node,
+    valid_on,
+)
 from server.store.sync_sql import STUB_LABEL
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
@@ -47,19 +55,6 @@ def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
         (name.strip(), label),
     ).fetchone()
     return None if row is None else row_to_node(row)
-
-
-def previous_value(conn: Any, node_id: str, key: str, unless: str) -> Any:
-    """The latest value `key` had before, other than `unless` (None when there was none)."""
-    for (raw,) in conn.execute(
-        "select value from property_history where node_id = ? and key = ? and value is not null "
-        "order by valid_to desc, id desc",
-        (node_id, key),
-    ):
-        value = json.loads(raw)
-        if not (isinstance(value, str) and value.strip().casefold() == unless):
-            return value
-    return None
 
 
 def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
@@ -183,18 +178,6 @@ def has_open_edge(conn: Any, source: str, rel_type: str, target: str) -> bool:
     return row is not None
 
 
-def valid_on(alias: str, as_of: str) -> tuple[str, list[str]]:
-    """SQL saying the node or edge `alias` held on `as_of` (a date covers its whole day), and its parameters.
-
-    A null `valid_from` is an unknown start: it held as far back as anyone can ask."""
-    width = 10 if len(as_of) == 10 else 20
-    return (
-        f"({alias}.valid_from is null or substr({alias}.valid_from, 1, {width}) <= ?) "
-        f"and ({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)",
-        [as_of, as_of],
-    )
-
-
 def _edge_filter(as_of: str | None) -> tuple[str, list[str], str, list[str]]:
     """(edge condition, its parameters, node condition, its parameters) for open edges now, or for the
     edges and nodes that held on `as_of`.
@@ -203,7 +186,7 @@ def _edge_filter(as_of: str | None) -> tuple[str, list[str], str, list[str]]:
     node's `created_at`) has an unknown start, like a note without `valid_from:`."""
     if as_of is None:
         return "e.valid_to is null", [], "n.status != 'archived'", []
-    width = 10 if len(as_of) == 10 else 20
+    width = moment_width(as_of)
     edge = (
         f"(e.valid_to is null or substr(e.valid_to, 1, {width}) >= ?) and (substr(e.valid_from, 1, {width}) <= ? "
         "or e.valid_from <= (select s.created_at from nodes s where s.id = e.source))"

@@ -28,6 +28,23 @@ NODE_COLUMNS = (
 )
 
 
+def moment_width(as_of: str) -> int:
+    """How many characters of a stored timestamp to compare with `as_of`: a date (10) covers its whole day."""
+    return 10 if len(as_of) == 10 else 20
+
+
+def valid_on(alias: str, as_of: str) -> tuple[str, list[str]]:
+    """SQL saying the node or edge `alias` held on `as_of`, and its parameters.
+
+    A null `valid_from` is an unknown start: it held as far back as anyone can ask."""
+    width = moment_width(as_of)
+    return (
+        f"({alias}.valid_from is null or substr({alias}.valid_from, 1, {width}) <= ?) "
+        f"and ({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)",
+        [as_of, as_of],
+    )
+
+
 def row_to_node(row: Any) -> Node:
     return Node(
         id=row["id"],

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from server.store.nodes_sql import moment_width, valid_on
+
 # bm25 column weights. The title repeats on every passage and carries the note's name and date, so a title
 # hit says more than a body hit; x4 on passages and x3 on notes were the best on LoCoMo (docs/search.md),
 # and anything from 3 to 20 gave the same ranking there, so the exact value is not critical.
@@ -29,12 +31,11 @@ class NodeFilter:
     def sql(self, alias: str = "n") -> tuple[str, list[Any]]:
         """A boolean SQL expression over the nodes table aliased `alias`, and its parameters."""
         parts, params = [], []
-        width = 10 if self.as_of is not None and len(self.as_of) == 10 else 20
         if not self.include_archived and self.as_of is not None:
             # Looking back, a node archived since still counts: an archived node's last update is its archiving.
             parts.append(
                 f"(+{alias}.status = 'active' or ({alias}.status = 'archived' "
-                f"and substr({alias}.updated_at, 1, {width}) > ?))"
+                f"and substr({alias}.updated_at, 1, {moment_width(self.as_of)}) > ?))"
             )
             params.append(self.as_of)
         elif not self.include_archived:
@@ -45,10 +46,9 @@ class NodeFilter:
             parts.append(f"{alias}.label = ?")
             params.append(self.label)
         if self.as_of is not None:
-            # A date covers its whole day: compare only the date part of the stored timestamps.
-            parts.append(f"(substr({alias}.valid_from, 1, {width}) <= ? or {alias}.valid_from is null)")
-            parts.append(f"({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)")
-            params.extend([self.as_of, self.as_of])
+            clause, values = valid_on(alias, self.as_of)
+            parts.append(clause)
+            params.extend(values)
         return (" and ".join(parts) or "1"), params
 
 
