@@ -17,6 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from server import __version__
 from server.runtime import open_runtime
 from server.settings import Settings
+from server.signals import SignalStop
 from server.tools import register_tools
 from server.tools.common import AppContext
 
@@ -30,25 +31,34 @@ INSTRUCTIONS = (
 )
 
 
-def create_server(settings: Settings) -> MCPServer[AppContext]:
-    """The engrama-vault MCP server for `settings` (tests point it at a temporary vault and database)."""
+def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPServer[AppContext]:
+    """The engrama-vault MCP server for `settings` (tests point it at a temporary vault and database).
+
+    `stop` (the `serve` command's) makes SIGTERM and Ctrl-C close everything in order and then end the process.
+    """
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-        async with AsyncExitStack() as stack:
-            rt = await stack.enter_async_context(open_runtime(settings))
-            if settings.watch and rt.sync is not None:
-                from server.live import live_sync
+        try:
+            async with AsyncExitStack() as stack:
+                if stop is not None:
+                    await stack.enter_async_context(stop.installed())
+                rt = await stack.enter_async_context(open_runtime(settings))
+                if settings.watch and rt.sync is not None:
+                    from server.live import live_sync
 
-                await stack.enter_async_context(live_sync(rt))
-            if settings.embedding_provider != "none":
-                # Imported only when configured: model code stays out of start-up otherwise.
-                from server.embeddings.worker import embedding_worker
+                    await stack.enter_async_context(live_sync(rt))
+                if settings.embedding_provider != "none":
+                    # Imported only when configured: model code stays out of start-up otherwise.
+                    from server.embeddings.worker import embedding_worker
 
-                await stack.enter_async_context(embedding_worker(rt))
-            log.info("engrama-vault %s serving vault %s", __version__, settings.vault or "(none)")
-            yield AppContext(rt)
-        log.info("engrama-vault stopped")
+                    await stack.enter_async_context(embedding_worker(rt))
+                log.info("engrama-vault %s serving vault %s", __version__, settings.vault or "(none)")
+                yield AppContext(rt)
+        finally:
+            log.info("engrama-vault stopped")
+            if stop is not None:
+                stop.after_teardown()
 
     server: MCPServer[AppContext] = MCPServer(
         "engrama-vault",

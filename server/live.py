@@ -27,6 +27,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Literal
 
+import anyio
+
 from server.runtime import Runtime
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
@@ -168,4 +170,5 @@ async def live_sync(
     try:
         yield live
     finally:
-        await live.stop()
+        with anyio.CancelScope(shield=True):  # a cancelled server still releases the lease
+            await live.stop()

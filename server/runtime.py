@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
+
 from profiles.loader import Profile, load_profile
 from server.settings import Settings
 from server.store import GraphStore
@@ -84,4 +86,5 @@ async def open_runtime(
     finally:
         if lease is not None:
             lease.release()
-        await store.close()
+        with anyio.CancelScope(shield=True):  # closed even when the task was cancelled (SIGTERM, Ctrl-C)
+            await store.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -12,6 +14,9 @@ from typing import Any
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from vault_sync.lease import lease_path
+from vault_sync.paths import is_engrama_temp
 
 COMMAND = Path(sys.executable).parent / "engrama-vault"
 ENGRAMA = (
@@ -159,7 +164,8 @@ def test_a_2025_06_18_client_is_served_and_stdin_closing_stops_the_server(
             proc.wait()
 
 
-def test_sigterm_stops_the_server_cleanly(seeded: Path, db_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_closes_everything_in_order(seeded: Path, db_path: Path, signum: int) -> None:
     proc = subprocess.Popen(
         [str(COMMAND), *serve_args(seeded, db_path), "--log-level", "INFO"],
         stdin=subprocess.PIPE,  # kept open: a client that is still connected
@@ -169,10 +175,68 @@ def test_sigterm_stops_the_server_cleanly(seeded: Path, db_path: Path) -> None:
     try:
         _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})  # answered once the lifespan is up
         _receive(proc)
-        proc.terminate()
+        proc.send_signal(signum)
         assert proc.wait(timeout=20) == 0
-        assert proc.stderr is not None and b"released the vault lease" in proc.stderr.read()
+        assert proc.stderr is not None
+        log = proc.stderr.read().decode()
+        # In this order: the watcher and the lease close, then the lifespan ends, then the process.
+        released = log.index("released the vault lease")
+        assert released < log.index("engrama-vault stopped") < log.index("stopped by signal")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    assert lease_path(db_path).read_bytes() == b""  # a released lease names nobody
+    assert not [p for p in seeded.rglob("*") if is_engrama_temp(p.name)]
+
+
+def test_sigterm_during_the_start_up_catch_up_leaves_a_graph_the_next_sync_completes(
+    vault: Path, db_path: Path
+) -> None:
+    count = 2500  # above the threshold for worker processes, and seconds of work for this machine
+    for i in range(count):
+        (vault / f"note {i:04}.md").write_text(f"Note {i} links [[note {(i + 1) % count:04}]].\n" * 20)
+    proc = subprocess.Popen(
+        [str(COMMAND), *serve_args(vault, db_path), "--log-level", "INFO"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        _receive(proc)
+        time.sleep(0.5)  # the catch-up is reading and writing ids now
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.stderr is not None
+    log = (
+        proc.stderr.read().decode()
+    )  # returns only once the reader workers, which share stderr, are gone too
+    assert "released the vault lease" in log
+    assert "vault reconciled" not in log  # the stop did cut the catch-up short
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    done = subprocess.run(
+        [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path), "--json"],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    assert report["errors"] == []
+    with sqlite3.connect(db_path) as db:
+        assert db.execute(
+            "SELECT count(*) FROM nodes WHERE status = 'active' AND path IS NOT NULL"
+        ).fetchone() == (count,)
+    ids = [
+        line
+        for p in vault.glob("*.md")
+        for line in p.read_text().splitlines()
+        if line.startswith("engrama_id:")
+    ]
+    assert len(ids) == len(set(ids)) == count  # every note has exactly one id, none was written twice
+    assert not [p for p in vault.rglob("*") if is_engrama_temp(p.name)]  # no write was cut in the middle

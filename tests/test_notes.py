@@ -180,3 +180,15 @@ def test_update_values_parse_back_exactly() -> None:
     out = update_note(NOTE, properties=values, observation=None, today="x")
     mapping = read_frontmatter(out)[1]
     assert {k: mapping[k] for k in values} == {**values, "t": [1, 2]}
+
+
+def test_removing_a_key_below_a_keep_chomped_block_takes_its_blank_lines_along() -> None:
+    # `|+` keeps trailing blank lines: left behind, the blank line would join `status`'s value.
+    data = b"---\nstatus: |+\n  draft\nvalid_to: 2026-01-01\n\ntitle: Plan\n---\nBody\n"
+    out = update_note(data, properties={}, observation=None, today="2026-11-21", remove=["valid_to"])
+    assert out == b"---\nstatus: |+\n  draft\ntitle: Plan\n---\nBody\n"
+    assert read_frontmatter(out)[1] == {"status": "draft\n", "title": "Plan"}
+    # Elsewhere the blank lines are the person's layout and stay.
+    plain = b"---\nstatus: draft\nvalid_to: 2026-01-01\n\ntitle: Plan\n---\n"
+    out = update_note(plain, properties={}, observation=None, today="2026-11-21", remove=["valid_to"])
+    assert out == b"---\nstatus: draft\n\ntitle: Plan\n---\n"

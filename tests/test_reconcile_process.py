@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +25,7 @@ from server.runtime import note_rules
 from server.store import GraphStore
 from vault_sync import reader_process
 from vault_sync.identify import read_id
+from vault_sync.paths import is_engrama_temp
 from vault_sync.reader_process import ReaderProcess, pickled_rules
 from vault_sync.reconcile import PROCESS_THRESHOLD, NoteRules, VaultSync
 
@@ -209,3 +213,28 @@ async def test_the_server_answers_over_stdio_while_worker_processes_read_the_vau
     # inherit that; the workers' own redirect is what protects `engrama-vault sync --json`, tested above.)
     assert garbled == []
     assert all(read_id((vault / f"Notes/n{i}.md").read_bytes()) for i in range(count))
+
+
+def test_reader_workers_exit_when_the_sync_that_started_them_is_killed(vault: Path, db_path: Path) -> None:
+    count = 2500  # seconds of work: the kill lands while the workers read
+    for i in range(count):
+        (vault / f"note {i:04}.md").write_text(f"Note {i} links [[note {(i + 1) % count:04}]].\n" * 20)
+    command = Path(sys.executable).parent / "engrama-vault"
+    proc = subprocess.Popen(
+        [str(command), "sync", "--vault", str(vault), "--db", str(db_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,  # inherited by the workers: it reaches end-of-file once they are all gone
+    )
+    deadline = time.monotonic() + 60
+    while sum(1 for p in vault.glob("*.md") if b"engrama_id:" in p.read_bytes()[:200]) < 300:
+        assert time.monotonic() < deadline and proc.poll() is None, "the sync never started writing ids"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)  # no teardown at all in the parent
+    proc.wait()
+    gone = threading.Event()
+    threading.Thread(target=lambda: (proc.stderr.read(), gone.set()), daemon=True).start()  # type: ignore[union-attr]
+    assert gone.wait(15), "reader workers outlived the sync that started them"
+    assert not [p for p in vault.rglob("*") if is_engrama_temp(p.name)]  # each finished its batch's writes
+    for path in vault.glob("*.md"):
+        text = path.read_text()
+        assert text.count("engrama_id:") <= 1 and text.endswith("]].\n")  # whole notes, no half writes

@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from datetime import date
 from typing import Any
 
+from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
     mapping_indent,
@@ -105,15 +106,25 @@ def update_note(
     else:
         edited = _set_keys(data, updates, dropped)
     expected = {k: v for k, v in {**old, **updates}.items() if k not in dropped}
-    edited = verify(edited, expected, "updating the note's properties")
+    try:
+        edited = verify(edited, expected, "updating the note's properties")
+    except MalformedNote:
+        if span is None or not dropped:
+            raise
+        # Taking a key out can leave the blank lines after it against a keep-chomped block scalar above
+        # (`key: |+`), which would absorb them into its value; then those blank lines go with the key.
+        edited = _set_keys(data, updates, dropped, with_blank_lines=True)
+        edited = verify(edited, expected, "updating the note's properties")
     if observation is not None and observation.strip():
         edited = _append_observation(edited, observation_line(observation, today))
     return edited
 
 
-def _set_keys(data: bytes, updates: Mapping[str, Any], dropped: Collection[str] = ()) -> bytes:
-    """Replace or add the top-level entries of `updates` and delete those of `dropped`; all other
-    characters of the YAML text stay."""
+def _set_keys(
+    data: bytes, updates: Mapping[str, Any], dropped: Collection[str] = (), *, with_blank_lines: bool = False
+) -> bytes:
+    """Replace or add the top-level entries of `updates` and delete those of `dropped` (with the blank lines
+    that follow them when `with_blank_lines`); all other characters of the YAML text stay."""
     span, _ = read_frontmatter(data)
     assert span is not None
     text = yaml_text(data, span)
@@ -128,11 +139,26 @@ def _set_keys(data: bytes, updates: Mapping[str, Any], dropped: Collection[str] 
         for k, v in updates.items()
         if (e := entries.get(k)) is not None
     ]
-    edits += [(e.start, e.end, "") for k in dropped if (e := entries.get(k)) is not None]
+    edits += [
+        (e.start, _past_blank_lines(text, e.end) if with_blank_lines else e.end, "")
+        for k in dropped
+        if (e := entries.get(k)) is not None
+    ]
     new_text = text
     for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
         new_text = new_text[:start] + new + new_text[end:]
     return splice(data, span, text, 0, len(text), new_text)
+
+
+def _past_blank_lines(text: str, at: int) -> int:
+    """The offset after the whitespace-only lines that start at `at` in `text`."""
+    while at < len(text):
+        end = text.find("\n", at)
+        line_end = len(text) if end < 0 else end + 1
+        if text[at:line_end].strip():
+            break
+        at = line_end
+    return at
 
 
 def _append_observation(data: bytes, bullet: str) -> bytes:

@@ -24,6 +24,8 @@ import multiprocessing
 import os
 import pickle
 import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -36,6 +38,8 @@ from vault_sync.readers import NoteRead, NoteReader, NoteRules
 log = logging.getLogger(__name__)
 
 _reader: NoteReader | None = None  # the worker process's reader, set once by `_start_worker`
+_reading = threading.Lock()  # held by a worker while it reads a batch
+PARENT_CHECK = 1.0  # seconds between a worker's checks that the process that started it is still there
 
 
 class ReaderStopped(RuntimeError):
@@ -107,10 +111,10 @@ class ReaderProcess:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if kind is None:
-            await asyncio.to_thread(self._pool.shutdown, wait=True)
-        else:  # cancelled or failed: do not wait for batches nobody will apply
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        # Wait for the workers to exit, even after a failure or a cancel: the caller has already waited for the
+        # batch in flight (so no queued batch is started and this is quick), and a server that exits right
+        # after this must not leave workers behind. `cancel_futures` drops batches nobody will apply.
+        await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=kind is not None)
 
 
 def _usable_cpus() -> int:
@@ -131,8 +135,24 @@ def _start_worker(root: Path, rules: bytes, writable: bool, level: int) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     global _reader
     _reader = NoteReader(root, pickle.loads(rules), writable)
+    threading.Thread(
+        target=_exit_with_parent, args=(os.getppid(),), name="engrama-parent-watch", daemon=True
+    ).start()
 
 
 def _read_in_worker(paths: list[str], known: dict[str, FileState], dry_run: bool) -> list[NoteRead]:
     assert _reader is not None, "the reader process was not initialised"
-    return _reader.read_batch(paths, known, dry_run)
+    with _reading:
+        return _reader.read_batch(paths, known, dry_run)
+
+
+def _exit_with_parent(parent: int, every: float = PARENT_CHECK) -> None:
+    """End this worker once its parent is gone (killed, even by SIGKILL), but never in the middle of a batch.
+
+    Without this an orphaned worker would wait forever: it holds both ends of the pool's task queue itself, so
+    it never sees end-of-file there."""
+    while True:
+        time.sleep(every)
+        if os.getppid() != parent:
+            with _reading:  # the batch in hand finishes its writes first
+                os._exit(0)

@@ -157,7 +157,8 @@ class VaultSync:
             for index, batch in enumerate(batches):
                 assert pending is not None
                 try:
-                    reads = await pending
+                    # Shielded: cancelling the sync must not abandon a read in flight (see `finally`).
+                    reads = await asyncio.shield(pending)
                 except ReaderStopped as exc:
                     log.error("%s; reading the rest of the vault in this process", exc)
                     reads = [NoteRead(path, error=str(exc)) for path in batch]
@@ -169,8 +170,13 @@ class VaultSync:
                     report.add(outcome)
                 await _report(progress, report.unchanged + sum(len(b) for b in batches[: index + 1]), total)
         finally:
-            if pending is not None:  # the apply failed or the sync was cancelled: nobody will use this read
-                pending.cancel()
+            if pending is not None:
+                # The apply failed or the sync was cancelled: nobody will use this read, but it may be writing
+                # an id into a note right now. Let it finish (one batch at most), so a stop never leaves a
+                # temp file or a worker behind; the next sync sees the ids it wrote.
+                await asyncio.wait({pending})  # never cancels `pending`, never raises its error
+                if not pending.cancelled():
+                    pending.exception()  # retrieved: the failure belongs to no one now
 
     async def _settle_batch(
         self, reads: Sequence[NoteRead], known: Mapping[str, FileState], dry_run: bool

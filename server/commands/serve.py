@@ -45,21 +45,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
-    # Unwind like Ctrl-C, so the lifespan closes the watcher, the lease and the database in order.
+def _stop_before_loop(signum: int, frame: FrameType | None) -> None:
+    # Until the lifespan routes stop signals to its task (server.signals), SIGTERM unwinds like Ctrl-C.
     raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     from server.app import create_server  # the MCP SDK is imported only by the command that needs it
+    from server.signals import SignalStop
 
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, _stop_before_loop)
     try:
-        create_server(settings).run("stdio")
+        create_server(settings, stop=SignalStop()).run("stdio")
     except KeyboardInterrupt:
-        # The lifespan has closed everything by now. The SDK's stdin reader is a worker thread blocked in
-        # read(), which interpreter shutdown would wait on until the client closes the pipe; end here instead.
+        # A signal before the lifespan took over: nothing was serving yet (SQLite and the lease's OS lock need no
+        # teardown to stay consistent). The SDK's stdin reader may be a worker thread blocked in read(), which
+        # interpreter shutdown would wait on until the client closes the pipe; end here instead.
         log.info("stopped by signal")
         logging.shutdown()
         os._exit(0)

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
+import anyio
+
 from server.embeddings.base import Embedder, EmbeddingUnavailable
 from server.embeddings.factory import make_embedder
 from server.runtime import Runtime
@@ -235,6 +237,7 @@ async def embedding_worker(
     try:
         yield worker
     finally:
-        await worker.stop()
-        rt.state.pop(QUERY_EMBEDDER, None)
-        await embedder.aclose()
+        with anyio.CancelScope(shield=True):  # stopped in order even when the server is cancelled
+            await worker.stop()
+            rt.state.pop(QUERY_EMBEDDER, None)
+            await embedder.aclose()
