@@ -16,7 +16,7 @@ from server.services.errors import EntityNotFound, ServiceError
 from server.services.forget import REASON, forget
 from server.services.remember import remember
 from server.settings import Settings
-from server.store import history_sql
+from server.store import history_sql, insights_sql
 from tests.test_tools import call_error, call_ok
 from vault_sync.report import UNCHANGED
 
@@ -259,3 +259,22 @@ async def test_a_follower_refuses_to_delete_a_note(settings: Settings) -> None:
         done = await call_ok(follower, "engrama_forget", {"name": "SQLite"})
         assert done["status"] == "archived" and "graph only" in done["message"]
         assert b"archived" not in (settings.vault / "Technologies/SQLite.md").read_bytes()  # type: ignore[operator]
+
+
+async def test_purge_withdraws_the_pending_insights_that_name_the_entity(rt: Runtime) -> None:
+    harbor = (await rt.store.find_nodes("Harbor"))[0].id
+    sqlite = (await rt.store.find_nodes("SQLite"))[0].id
+
+    def proposal(key: str, entities: tuple[str, ...]) -> insights_sql.Proposal:
+        return insights_sql.Proposal(key, f"id-{key}", "shared_technology", key, "body", 0.7, entities)
+
+    proposals = [proposal("about-both", (sqlite, harbor)), proposal("about-sqlite", (sqlite,))]
+    decided = proposal("decided", (harbor, sqlite))
+    await rt.store.write(
+        insights_sql.save_proposals, ["shared_technology"], [*proposals, decided], [], "2026-11-20T00:00:00Z"
+    )
+    await rt.store.write(insights_sql.set_status, "id-decided", "approved", "2026-11-20T00:00:00Z")
+    done = await forget(rt, "Harbor", mode="purge")
+    assert "1 pending insight(s) that named it were withdrawn" in done.message
+    left = await rt.store.read(lambda c: {r[0]: r[1] for r in c.execute("select key, status from insights")})
+    assert left == {"about-sqlite": "pending", "decided": "approved"}

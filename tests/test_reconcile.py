@@ -138,6 +138,18 @@ async def test_a_copied_note_gets_a_fresh_id_and_the_original_keeps_its_own(
     assert len(await store.find_nodes("Original")) == 1 and len(await store.find_nodes("Original copy")) == 1
 
 
+async def test_a_copy_of_an_archived_note_gets_a_fresh_id_too(vault: Path, store: GraphStore) -> None:
+    sync = engine(vault, store)
+    write(vault, "Notes/Old plan.md", "---\ntype: Concept\nstatus: archived\n---\nShelved.\n")
+    original = (await sync.sync_path("Notes/Old plan.md")).id
+    assert (await store.get_node(original)).status == "archived"  # type: ignore[union-attr]
+    shutil.copy(vault / "Notes" / "Old plan.md", vault / "Notes" / "New plan.md")
+    report = await sync.sync_vault()
+    assert report.ids_injected == ["Notes/New plan.md"] and report.moved == 0
+    assert read_id((vault / "Notes" / "Old plan.md").read_bytes()) == original
+    assert (await store.get_node(original)).path == "Notes/Old plan.md"  # type: ignore[union-attr]
+
+
 async def test_trash_dot_folders_and_temp_files(vault: Path, store: GraphStore) -> None:
     sync = engine(vault, store)
     write(vault, "Notes/Gone.md", "Soon in the trash.\n")

@@ -247,8 +247,11 @@ class VaultSync:
         return _Apply(update, injected, moved_from)
 
     async def _is_copy(self, existing: NodeRef | None, rel: str) -> bool:
-        """True when the node of this id belongs to another note file that still exists with that id."""
-        if existing is None or existing.path is None or existing.path == rel or existing.status != "active":
+        """True when the node of this id belongs to another note file that still exists with that id.
+
+        Archived nodes count too: a note archived through its frontmatter (`status: archived`) is still there,
+        and a note archived because it was deleted no longer is, so reading the file tells the two apart."""
+        if existing is None or existing.path is None or existing.path == rel:
             return False
         try:
             data = await asyncio.to_thread(resolve_in_vault(self.root, existing.path).read_bytes)

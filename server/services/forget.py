@@ -201,6 +201,8 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
     what = f"purged {node.name!r} from the graph with its {purged.relations} relation(s)"
     if purged.stubs:
         what += f" and {purged.stubs} placeholder(s) only it linked to"
+    if purged.insights:
+        what += f"; {purged.insights} pending insight(s) that named it were withdrawn"
     if node.path is None:
         note = "it had no note" + (
             "; links to it still in notes bring it back when those notes are next synced"

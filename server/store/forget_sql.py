@@ -4,7 +4,7 @@ Synchronous functions on the raw connection, run inside the caller's transaction
 Purging deletes the node row only; everything hanging off it goes by the foreign keys of m001-m004: its
 keys, edges (both directions), passages (whose delete triggers drop their `chunks_fts` rows and note their
 vectors in `vec_orphans`), its `note_docs` row (whose trigger drops the `notes_fts` row) and its property
-history.
+history. Pending insights that name the node are withdrawn.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ ARCHIVED = "archived"
 class Purged:
     relations: int  # open edges from or to the node that went with it
     stubs: int  # placeholder nodes only this node linked to, removed with it
+    insights: int  # pending insights that named it, withdrawn
 
 
 def archive_in_graph(conn: Any, node_id: str, now: str, reason: str) -> bool:
@@ -64,4 +65,11 @@ def purge_node(conn: Any, node_id: str, drop_file: str | None) -> Purged:
         ).rowcount
     if drop_file is not None:
         conn.execute("delete from files where path = ?", (drop_file,))
-    return Purged(relations=relations, stubs=stubs)
+    # A suggestion about something the person asked to forget is not shown again. Decided insights stay: their
+    # record is in the vault, and the entities still there are resolved by id when they are read.
+    insights = conn.execute(
+        "delete from insights where status = 'pending' "
+        "and exists (select 1 from json_each(insights.entities) e where e.value = ?)",
+        (node_id,),
+    ).rowcount
+    return Purged(relations=relations, stubs=stubs, insights=insights)
