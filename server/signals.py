@@ -35,12 +35,20 @@ class SignalStop:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
+        routed = []
         for signum in self.signals:
-            loop.add_signal_handler(signum, self._on_signal, signum, task)
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum, task)
+            except (NotImplementedError, RuntimeError, ValueError) as exc:
+                # Windows event loops have no signal handlers (and no SIGTERM to route): the client ends the
+                # server by closing stdin, which closes everything in order too.
+                log.debug("cannot route %s to the server's task (%s)", signal.Signals(signum).name, exc)
+            else:
+                routed.append(signum)
         try:
             yield
         finally:
-            for signum in self.signals:
+            for signum in routed:
                 loop.remove_signal_handler(signum)
 
     def _on_signal(self, signum: int, task: asyncio.Task[object]) -> None:
