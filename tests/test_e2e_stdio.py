@@ -205,7 +205,10 @@ def test_sigterm_during_the_start_up_catch_up_leaves_a_graph_the_next_sync_compl
     try:
         _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         _receive(proc)
-        time.sleep(0.5)  # the catch-up is reading and writing ids now
+        deadline = time.monotonic() + 60
+        while sum(1 for p in vault.glob("*.md") if b"engrama_id:" in p.read_bytes()[:200]) < 300:
+            assert time.monotonic() < deadline, "the catch-up never started writing ids"
+            time.sleep(0.1)  # then the catch-up is reading and writing ids
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     finally:
