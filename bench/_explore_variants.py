@@ -138,8 +138,8 @@ def proximity(
     """Add weight x (share of the query's words held by the note's best line among its top passages)."""
     orig = service._gather_candidates
 
-    def gather(conn, match, names_match, vector, where, tuning):
-        found, weights, reason = orig(conn, match, names_match, vector, where, tuning)
+    def gather(conn, match, names_match, vector, where, tuning, *aside):
+        found, weights, reason = orig(conn, match, names_match, vector, where, tuning, *aside)
         passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)[:top]
         if leaders:
             lead = sorted(found.values(), key=lambda c: -c.text_score)[:top]
@@ -240,8 +240,8 @@ def prf(
 
     orig = service._gather_candidates
 
-    def gather(conn, match, names_match, vector, where, tuning):
-        found, weights, reason = orig(conn, match, names_match, vector, where, tuning)
+    def gather(conn, match, names_match, vector, where, tuning, *aside):
+        found, weights, reason = orig(conn, match, names_match, vector, where, tuning, *aside)
         quoted = re.findall(r'"([^"]*)"', match)
         qterms = set(quoted)
         names_q = {t for t in quoted if quoted.count(t) > 1}

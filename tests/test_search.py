@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+import sqlean
 
 from server.runtime import Runtime, open_runtime
+from server.search.fts_query import query_tokens
 from server.search.fusion import FULLTEXT, passage_evidence
-from server.search.service import search
+from server.search.names import all_names_match, query_names, weighted_match
+from server.search.service import DEFAULT_TUNING, AsideHits, _aside_hits, _Plan, _rank, search
 from server.settings import Settings
-from server.store.search_sql import PassageHit
+from server.store.search_sql import NodeFilter, PassageHit
 
 CORPUS = {
     "Projects/Engrama.md": (
@@ -227,3 +231,42 @@ def test_passage_evidence_counts_a_separate_passage_but_not_an_overlapping_neigh
     evidence = passage_evidence(hits, 0.3)
     assert evidence == pytest.approx({"neighbours": 5.0, "apart": 4.5 + 0.3 * 4.0, "single": 6.0})
     assert passage_evidence(hits, 0.0) == {"neighbours": 5.0, "apart": 4.5, "single": 6.0}
+
+
+async def test_the_part_read_aside_gives_the_same_ranking_as_reading_it_all_on_one_connection(
+    rt: Runtime,
+) -> None:
+    """Search scores whole notes on the store's second connection while passages are scored on the main one;
+    the ranking must be exactly what one connection gives, and a failed aside read must not fail the search."""
+
+    def view(
+        ranked,
+    ) -> list[tuple]:  # the recency signal moves with the clock between calls; the rest must not
+        rows, _ = ranked
+        return [
+            (c.node_id, c.chunk_id, snippet, {k: v for k, v in c.signals.items() if k != "recency"})
+            for c, _, snippet in rows
+        ]
+
+    broken: Future[AsideHits] = Future()
+    broken.set_exception(sqlean.OperationalError("unable to open database file"))
+    for question in (
+        "what did Caroline research?",
+        "tomatoes basil",
+        "engrama sqlite memory",
+        "Sintra train",
+    ):
+        names_ = query_names(question)
+        match = weighted_match(question, names_, name_weight=2, prefix_min=5)
+        assert match is not None
+        plan = _Plan(
+            match, all_names_match(names_), query_tokens(question), None, NodeFilter(), 10, DEFAULT_TUNING
+        )
+        aside = rt.store.read_aside(_aside_hits, match, None, NodeFilter(), DEFAULT_TUNING)
+        parallel = view(await rt.store.read(_rank, plan, aside))
+        alone = view(await rt.store.read(_rank, plan, None))
+        failed = view(await rt.store.read(_rank, plan, broken))
+        assert parallel == alone == failed and alone
+        assert aside.result().notes  # the aside part really ran and found notes
+    found = await search(rt, "what did Caroline research?")
+    assert [h.name for h in found.results][0] == "Caroline research"

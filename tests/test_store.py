@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 import sqlean
 
 from server.store import GraphStore, memory_sql
@@ -160,3 +162,33 @@ def test_opening_waits_for_another_process_that_is_setting_the_database_up(tmp_p
     finally:
         releaser.join()
         other.close()
+
+
+async def test_the_aside_connection_reads_in_parallel_and_cannot_write(store: GraphStore) -> None:
+    await store.apply_note(note("Projects/Harbor.md", "Harbor"), "id-1", [], state("Projects/Harbor.md"))
+
+    def where_and_what(conn) -> tuple[str, list[str]]:
+        return threading.current_thread().name, [r[0] for r in conn.execute("select name from nodes")]
+
+    thread, names = store.read_aside(where_and_what).result(timeout=10)
+    assert thread.startswith("engrama-db-aside") and names == ["Harbor"]
+    main_thread = await store.read(lambda conn: threading.current_thread().name)
+    assert main_thread != thread  # a thread (and connection) of its own
+
+    def write(conn) -> None:
+        conn.execute("delete from nodes")
+
+    with pytest.raises(sqlean.OperationalError, match="readonly|read-only|query_only"):
+        store.read_aside(write).result(timeout=10)
+    assert await store.read(lambda conn: conn.execute("select count(*) from nodes").fetchone()[0]) == 1
+    # It sees what the main connection commits after it opened.
+    await store.apply_note(note("Projects/Kiln.md", "Kiln"), "id-2", [], state("Projects/Kiln.md"))
+    assert sorted(store.read_aside(where_and_what).result(timeout=10)[1]) == ["Harbor", "Kiln"]
+
+
+async def test_closing_the_store_ends_the_aside_thread(db_path: Path) -> None:
+    graph = await GraphStore.open(db_path)
+    graph.read_aside(lambda conn: conn.execute("select 1").fetchone()).result(timeout=10)
+    assert any(t.name.startswith("engrama-db-aside") for t in threading.enumerate())
+    await graph.close()
+    assert not any(t.name.startswith("engrama-db-aside") for t in threading.enumerate())

@@ -1,9 +1,12 @@
 """`search`: find the notes (nodes) that answer a question, each with its best passage (DESIGN.md section 7).
 
-One search is one unit of work on the database thread (a single hop, one consistent snapshot), in three steps:
+One search is one unit of work on the database thread (a single hop), in three steps:
 
 1. candidates: the best passages and notes by bm25 (the question made safe by fts_query/names), the nearest
-   passages by vector when an embedder is up, and which candidates hold every name of the question;
+   passages by vector when an embedder is up, and which candidates hold every name of the question. One part
+   runs in parallel on the store's aside connection, so a search uses both cores: the whole-note bm25 (full
+   text), or the vector scan (hybrid, where it is the slowest part). Its snapshot may be a commit apart from
+   the main thread's; step 2 reads the nodes afresh, so a note gone in between is simply not returned;
 2. graph: the neighbours of the strongest hits (open edges);
 3. snippets: the best passage of each result.
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any
@@ -123,7 +127,8 @@ async def run_search(
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
     plan = _Plan(match, all_names_match(names), query_tokens(query), vector, where, limit, tuning)
-    ranked, vector_reason = await rt.store.read(_rank, plan)
+    aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
+    ranked, vector_reason = await rt.store.read(_rank, plan, aside)
     if vector_reason is not None:
         vector, reason = None, vector_reason
     hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
@@ -143,11 +148,14 @@ class _Plan:
     tuning: Tuning
 
 
-def _rank(conn: Any, plan: _Plan) -> tuple[list[tuple[Candidate, NodeRow, str]], str | None]:
-    """The whole ranking as one unit on the database thread (one hop, one consistent snapshot):
-    (candidate, node, snippet) best first, and why the vector was left out when it was."""
+def _rank(
+    conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None
+) -> tuple[list[tuple[Candidate, NodeRow, str]], str | None]:
+    """The whole ranking as one unit on the database thread (one hop; `aside` is `_aside_hits` running in
+    parallel, or None to do that part here too): (candidate, node, snippet) best first, and why the vector was
+    left out when it was."""
     found, weights, reason = _gather_candidates(
-        conn, plan.match, plan.names_match, plan.vector, plan.where, plan.tuning
+        conn, plan.match, plan.names_match, plan.vector, plan.where, plan.tuning, aside
     )
     # Graph and recency add at most `graph + recency` (0.15): only the text leaders can still reach the top.
     leaders = sorted(found.values(), key=lambda c: -c.text_score)[: max(MIN_LEADERS, 5 * plan.limit)]
@@ -199,6 +207,49 @@ async def _query_vector(rt: Runtime, query: str) -> tuple[QueryVector | None, st
     return None, reason
 
 
+@dataclass(frozen=True)
+class AsideHits:
+    """The part of step 1 done on the aside connection: whole-note hits (None when left to the main thread)
+    and vector hits, with why the vector was left out when it was."""
+
+    notes: dict[str, float] | None
+    vectors: list[tuple[int, str, float]]
+    reason: str | None
+
+
+def _aside_hits(
+    conn: Any, match: str, vector: QueryVector | None, where: NodeFilter, tuning: Tuning
+) -> AsideHits:
+    """With a query vector: the vector scan (the slowest part of a hybrid search); else the whole-note bm25."""
+    if vector is not None:
+        vectors, reason = _nearest(conn, vector, where, tuning)
+        return AsideHits(None, vectors, reason)
+    return AsideHits(_note_hits(conn, match, where, tuning), [], None)
+
+
+def _nearest(
+    conn: Any, vector: QueryVector, where: NodeFilter, tuning: Tuning
+) -> tuple[list[tuple[int, str, float]], str | None]:
+    """The nearest passages, or why not (stored vectors of another model or size: they are being rebuilt)."""
+    space = vectors_sql.vector_space(conn)
+    if space != (vector.model, len(vector.values)):
+        reason = (
+            "no passage vectors are stored yet"
+            if space is None
+            else f"stored vectors come from {space[0]} ({space[1]} dimensions), not from the configured "
+            f"{vector.model} ({len(vector.values)}); they are being rebuilt"
+        )
+        return [], reason
+    clause, params = where.sql()
+    return vectors_sql.nearest_chunks(conn, vector.values, tuning.vector_candidates, clause, params), None
+
+
+def _note_hits(conn: Any, match: str, where: NodeFilter, tuning: Tuning) -> dict[str, float]:
+    if not tuning.use_notes:
+        return {}
+    return dict(search_sql.note_hits(conn, match, tuning.note_candidates, where))
+
+
 def _gather_candidates(
     conn: Any,
     match: str,
@@ -206,33 +257,36 @@ def _gather_candidates(
     vector: QueryVector | None,
     where: NodeFilter,
     tuning: Tuning,
+    aside: Future[AsideHits] | None = None,
 ) -> tuple[dict[str, Candidate], Weights, str | None]:
     """Step 1 (on the DB thread): text and vector hits fused into candidates, the weights used, and why the
-    vector was left out when it was (stored vectors of another model or size: they are being rebuilt)."""
-    reason = None
-    vectors: list[tuple[int, str, float]] = []
-    if vector is not None:
-        space = vectors_sql.vector_space(conn)
-        if space != (vector.model, len(vector.values)):
-            reason = (
-                "no passage vectors are stored yet"
-                if space is None
-                else f"stored vectors come from {space[0]} ({space[1]} dimensions), not from the configured "
-                f"{vector.model} ({len(vector.values)}); they are being rebuilt"
-            )
-        else:
-            clause, params = where.sql()
-            vectors = vectors_sql.nearest_chunks(
-                conn, vector.values, tuning.vector_candidates, clause, params
-            )
+    vector was left out when it was. The aside part (`_aside_hits`) is taken from `aside` when given."""
+    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
+    # Whatever the aside thread does not do is done here before waiting for it.
+    notes = _note_hits(conn, match, where, tuning) if vector is not None else None
+    extra = _aside_result(aside) if aside is not None else None
+    if extra is None:
+        extra = _aside_hits(conn, match, vector, where, tuning)
+    if notes is None:
+        notes = extra.notes if extra.notes is not None else _note_hits(conn, match, where, tuning)
+    vectors, reason = extra.vectors, extra.reason
     weights = tuning.hybrid if vector is not None and reason is None else tuning.fulltext
     if not tuning.use_notes:
         weights = replace(weights, note=0.0)
-    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
-    notes = dict(search_sql.note_hits(conn, match, tuning.note_candidates, where)) if weights.note > 0 else {}
+    if weights.note <= 0:
+        notes = {}
     ids = sorted({h.node_id for h in passages} | notes.keys() | {n for _, n, _ in vectors})
     named = search_sql.notes_matching(conn, names_match, ids) if names_match else None
     return fusion.fuse_text(notes, passages, vectors, named, weights), weights, reason
+
+
+def _aside_result(aside: Future[AsideHits]) -> AsideHits | None:
+    """The aside part's result, or None (then the caller does it itself) when the aside connection failed."""
+    try:
+        return aside.result()
+    except Exception as exc:  # e.g. the second connection could not open: this search does it all here
+        log.warning("search's parallel read failed (%s); doing it on the main connection", exc)
+        return None
 
 
 def _add_graph(

@@ -6,13 +6,20 @@ The standard `sqlite3` module of many Python builds cannot load extensions (FACT
 made by `sqlean` and handed to aiosqlite as its connector. Units of work are plain synchronous functions that
 receive the raw connection and run on aiosqlite's worker thread in one hop (`Database.run`): a transaction
 is then never interleaved with statements of another coroutine sharing the connection.
+
+Beside it, a second, read-only connection on a thread of its own (`Database.aside`) runs reads that can go in
+parallel with the main thread's, so one search uses both cores: the main thread scores passages while the
+aside thread scores whole notes, or scans the vectors. WAL lets both read at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,12 +28,14 @@ import aiosqlite
 import sqlean
 
 from server.store.migrations import apply_migrations
+from server.store.vectors_sql import MMAP_BYTES
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = sqlean.Connection
 BUSY_TIMEOUT_MS = 10_000
+ASIDE_CACHE_KIB = 32_768  # the aside connection's page cache: the FTS and vector pages a search reads
 
 
 @dataclass(frozen=True)
@@ -100,13 +109,38 @@ def connect_sync(
     return conn, vec
 
 
+def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) -> sqlean.Connection:
+    """A read-only connection to an already open database (no migrations, no WAL switch), with sqlite-vec
+    when `vec`, reading through mmap (vec0 reads every vector of a query; ~40% cheaper than the page cache)."""
+    conn = sqlean.connect(
+        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.row_factory = sqlean.Row
+    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute(f"pragma cache_size = -{ASIDE_CACHE_KIB}")
+    conn.execute("pragma temp_store = memory")
+    conn.execute(f"pragma mmap_size = {MMAP_BYTES}")
+    conn.execute("pragma query_only = 1")  # nothing run aside can write, whatever it is handed
+    if vec:
+        loaded = _load_vec(conn, vec_extension)
+        if not loaded.ok:
+            log.warning("the aside connection has no vector search: %s", loaded.reason)
+    return conn
+
+
 class Database:
     """The async handle on one database file. Open with `await Database.open(path)`."""
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection, vec: VectorSupport) -> None:
+    def __init__(
+        self, path: Path, conn: aiosqlite.Connection, vec: VectorSupport, vec_extension: str | None = None
+    ) -> None:
         self.path = path
         self._conn = conn
         self.vec = vec
+        self._vec_extension = vec_extension
+        self._aside_pool: ThreadPoolExecutor | None = None
+        self._aside_conn: sqlean.Connection | None = None
+        self._aside_lock = threading.Lock()
 
     @classmethod
     async def open(cls, path: Path, *, load_vec: bool = True, vec_extension: str | None = None) -> Database:
@@ -122,7 +156,7 @@ class Database:
         vec = holder["vec"]
         if not vec.ok:
             log.warning("vector search unavailable: %s", vec.reason)
-        return cls(path, conn, vec)
+        return cls(path, conn, vec, vec_extension)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` on the database thread as one unit (aiosqlite's own executor hop)."""
@@ -134,8 +168,42 @@ class Database:
         """Run `fn(conn, *args)` inside BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
         return await self.run(in_transaction, fn, *args)
 
+    def aside(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Start the read-only `fn(conn, *args)` on the aside connection and thread; returns its future at once.
+
+        For reads that run in parallel with a unit on the main thread, which may wait for the result (a search
+        does: `future.result()` inside its unit). `fn` runs in one read transaction, a consistent snapshot,
+        which may be one commit older or newer than that of the unit beside it. Aside units run one at a time.
+        """
+        with self._aside_lock:
+            if self._aside_pool is None:
+                self._aside_pool = ThreadPoolExecutor(1, thread_name_prefix="engrama-db-aside")
+            return self._aside_pool.submit(self._run_aside, fn, args)
+
+    def _run_aside(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        conn = self._aside_conn
+        if conn is None:  # opened on first use, on the aside thread
+            conn = self._aside_conn = connect_aside(
+                self.path, vec=self.vec.ok, vec_extension=self._vec_extension
+            )
+        conn.execute("begin")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("rollback")  # a read: nothing to keep
+
     async def close(self) -> None:
+        with self._aside_lock:
+            pool, self._aside_pool = self._aside_pool, None
+        if pool is not None:
+            await asyncio.get_running_loop().run_in_executor(pool, self._close_aside)
+            pool.shutdown(wait=True)
         await self._conn.close()
+
+    def _close_aside(self) -> None:
+        if self._aside_conn is not None:
+            self._aside_conn.close()
+            self._aside_conn = None
 
 
 def in_transaction(conn: sqlean.Connection, fn: Callable[..., T], *args: Any) -> T:

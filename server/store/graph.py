@@ -6,6 +6,7 @@ Every method is one unit of work run on the database thread; SQL lives in the `*
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,11 @@ class GraphStore:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a read-only unit `fn(conn, *args)` (WAL gives it a consistent snapshot)."""
         return await self.db.run(fn, *args)
+
+    def read_aside(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Start the read-only unit `fn(conn, *args)` on the second connection, in parallel with the database
+        thread; returns its future (see `Database.aside`)."""
+        return self.db.aside(fn, *args)
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a writing unit `fn(conn, *args)` in one immediate transaction."""
