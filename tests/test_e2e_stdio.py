@@ -15,6 +15,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.test_reconcile_process import fill_a_big_vault, wait_until_ids_are_written
 from vault_sync.lease import lease_path
 from vault_sync.paths import is_engrama_temp
 
@@ -193,9 +194,7 @@ def test_a_stop_signal_closes_everything_in_order(seeded: Path, db_path: Path, s
 def test_sigterm_during_the_start_up_catch_up_leaves_a_graph_the_next_sync_completes(
     vault: Path, db_path: Path
 ) -> None:
-    count = 2500  # above the threshold for worker processes, and seconds of work for this machine
-    for i in range(count):
-        (vault / f"note {i:04}.md").write_text(f"Note {i} links [[note {(i + 1) % count:04}]].\n" * 20)
+    count = fill_a_big_vault(vault)
     proc = subprocess.Popen(
         [str(COMMAND), *serve_args(vault, db_path), "--log-level", "INFO"],
         stdin=subprocess.PIPE,
@@ -205,10 +204,7 @@ def test_sigterm_during_the_start_up_catch_up_leaves_a_graph_the_next_sync_compl
     try:
         _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
         _receive(proc)
-        deadline = time.monotonic() + 60
-        while sum(1 for p in vault.glob("*.md") if b"engrama_id:" in p.read_bytes()[:200]) < 300:
-            assert time.monotonic() < deadline, "the catch-up never started writing ids"
-            time.sleep(0.1)  # then the catch-up is reading and writing ids
+        wait_until_ids_are_written(vault, proc)  # the catch-up is reading and writing ids now
         proc.terminate()
         assert proc.wait(timeout=30) == 0
     finally:

@@ -215,20 +215,30 @@ async def test_the_server_answers_over_stdio_while_worker_processes_read_the_vau
     assert all(read_id((vault / f"Notes/n{i}.md").read_bytes()) for i in range(count))
 
 
-def test_reader_workers_exit_when_the_sync_that_started_them_is_killed(vault: Path, db_path: Path) -> None:
-    count = 2500  # seconds of work: the kill lands while the workers read
+def fill_a_big_vault(vault: Path, count: int = 2500) -> int:
+    """`count` linked notes without ids: above the worker-process threshold, and seconds of work to sync."""
     for i in range(count):
         (vault / f"note {i:04}.md").write_text(f"Note {i} links [[note {(i + 1) % count:04}]].\n" * 20)
+    return count
+
+
+def wait_until_ids_are_written(vault: Path, proc: subprocess.Popen[bytes], at_least: int = 300) -> None:
+    """Return once `at_least` notes carry an id, i.e. the sync in `proc` is busy reading and writing ids."""
+    deadline = time.monotonic() + 60
+    while sum(1 for p in vault.glob("*.md") if b"engrama_id:" in p.read_bytes()[:200]) < at_least:
+        assert time.monotonic() < deadline and proc.poll() is None, "the sync never started writing ids"
+        time.sleep(0.1)
+
+
+def test_reader_workers_exit_when_the_sync_that_started_them_is_killed(vault: Path, db_path: Path) -> None:
+    fill_a_big_vault(vault)
     command = Path(sys.executable).parent / "engrama-vault"
     proc = subprocess.Popen(
         [str(command), "sync", "--vault", str(vault), "--db", str(db_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,  # inherited by the workers: it reaches end-of-file once they are all gone
     )
-    deadline = time.monotonic() + 60
-    while sum(1 for p in vault.glob("*.md") if b"engrama_id:" in p.read_bytes()[:200]) < 300:
-        assert time.monotonic() < deadline and proc.poll() is None, "the sync never started writing ids"
-        time.sleep(0.1)
+    wait_until_ids_are_written(vault, proc)
     proc.send_signal(signal.SIGKILL)  # no teardown at all in the parent
     proc.wait()
     gone = threading.Event()

@@ -262,13 +262,13 @@ def _gather_candidates(
     """Step 1 (on the DB thread): text and vector hits fused into candidates, the weights used, and why the
     vector was left out when it was. The aside part (`_aside_hits`) is taken from `aside` when given."""
     passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
-    # Whatever the aside thread does not do is done here before waiting for it.
+    # With a vector, the aside part is the vector scan and the notes are scored here, before waiting for it.
     notes = _note_hits(conn, match, where, tuning) if vector is not None else None
-    extra = _aside_result(aside) if aside is not None else None
-    if extra is None:
-        extra = _aside_hits(conn, match, vector, where, tuning)
+    extra = (_aside_result(aside) if aside is not None else None) or _aside_hits(
+        conn, match, vector, where, tuning
+    )
     if notes is None:
-        notes = extra.notes if extra.notes is not None else _note_hits(conn, match, where, tuning)
+        notes = extra.notes or {}
     vectors, reason = extra.vectors, extra.reason
     weights = tuning.hybrid if vector is not None and reason is None else tuning.fulltext
     if not tuning.use_notes:

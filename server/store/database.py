@@ -82,6 +82,18 @@ def _enable_wal(conn: sqlean.Connection) -> None:
             delay = min(delay * 2, 0.2)
 
 
+def _connect(path: Path) -> sqlean.Connection:
+    """A connection usable from any one thread at a time, in autocommit mode, with rows by name, waiting up to
+    the busy timeout for locks, and temp tables in memory."""
+    conn = sqlean.connect(
+        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+    )
+    conn.row_factory = sqlean.Row
+    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("pragma temp_store = memory")
+    return conn
+
+
 def connect_sync(
     path: Path, *, load_vec: bool = True, vec_extension: str | None = None
 ) -> tuple[sqlean.Connection, VectorSupport]:
@@ -89,17 +101,12 @@ def connect_sync(
 
     `vec_extension` overrides the sqlite-vec library path (tests use a missing one to see the fallback)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlean.connect(
-        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
-    )
-    conn.row_factory = sqlean.Row
-    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn = _connect(path)
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
     # A 64 MiB page cache (the default is 2 MiB) and checkpoints every ~40 MiB of WAL instead of every 4 MiB:
     # FTS5 segment merges re-read recent pages, and a first sync writes hundreds of MiB (measured ~20% faster).
     conn.execute("pragma cache_size = -65536")
-    conn.execute("pragma temp_store = memory")
     conn.execute("pragma wal_autocheckpoint = 10000")
     conn.execute("pragma foreign_keys = on")
     vec = (
@@ -112,13 +119,8 @@ def connect_sync(
 def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) -> sqlean.Connection:
     """A read-only connection to an already open database (no migrations, no WAL switch), with sqlite-vec
     when `vec`, reading through mmap (vec0 reads every vector of a query; ~40% cheaper than the page cache)."""
-    conn = sqlean.connect(
-        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
-    )
-    conn.row_factory = sqlean.Row
-    conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn = _connect(path)
     conn.execute(f"pragma cache_size = -{ASIDE_CACHE_KIB}")
-    conn.execute("pragma temp_store = memory")
     conn.execute(f"pragma mmap_size = {MMAP_BYTES}")
     conn.execute("pragma query_only = 1")  # nothing run aside can write, whatever it is handed
     if vec:
