@@ -81,7 +81,9 @@ async def open_runtime(
                     lease.holder_pid(),
                 )
                 writable = False
-            sync = VaultSync(settings.vault, store, note_rules(profile), writable=writable)
+            sync = VaultSync(
+                settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
+            )
         yield Runtime(settings=settings, profile=profile, store=store, sync=sync)
     finally:
         if lease is not None:

@@ -37,6 +37,8 @@ class Settings:
     openai_api_key: str | None = None
     watch: bool = True
     log_level: str = "INFO"
+    # Seconds a note must be quiet before its engrama_id line is written (None: vault_sync's DEFAULT_SETTLE).
+    settle: float | None = None
 
 
 def user_data_dir() -> Path:
@@ -119,6 +121,13 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         if watch_flag is not None
         else (watch_env or "1").lower() not in ("0", "false", "no", "off")
     )
+    settle_raw = env.get("ENGRAMA_SETTLE_SECONDS")
+    try:
+        settle = float(settle_raw) if settle_raw else None
+    except ValueError as exc:
+        raise ConfigError(f"ENGRAMA_SETTLE_SECONDS must be a number of seconds, not {settle_raw!r}") from exc
+    if settle is not None and not 0 <= settle <= 600:
+        raise ConfigError(f"ENGRAMA_SETTLE_SECONDS must be between 0 and 600, not {settle_raw!r}")
     return Settings(
         vault=vault,
         db_path=db_path,
@@ -133,4 +142,5 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         openai_api_key=_first(env.get("OPENAI_API_KEY")),
         watch=bool(watch),
         log_level=str(_first(flags.get("log_level"), env.get("ENGRAMA_LOG_LEVEL"), "INFO")).upper(),
+        settle=settle,
     )

@@ -7,7 +7,20 @@ from pathlib import Path
 
 import pytest
 
+import vault_sync.reconcile
 from server.store import GraphStore
+
+# Most tests write a note and reconcile it at once, then look for its engrama_id line. In production a note
+# changed in the last few seconds is indexed but not written to until it has been quiet (DEFAULT_SETTLE), so
+# an editor saving it is never raced. Tests of that rule set the window themselves (tests/test_settle.py);
+# everything else runs without it, here and in the servers the tests spawn (they inherit the environment).
+SETTLE_FOR_TESTS = "0"
+
+
+@pytest.fixture(autouse=True)
+def _no_settle_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vault_sync.reconcile, "DEFAULT_SETTLE", float(SETTLE_FOR_TESTS))
+    monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", SETTLE_FOR_TESTS)
 
 
 @pytest.fixture

@@ -208,6 +208,11 @@ async def test_the_server_answers_over_stdio_while_worker_processes_read_the_vau
                 await asyncio.sleep(0.1)
             found = await session.call_tool("engrama_search", {"query": "Note 7 links"})
             assert not found.is_error
+            # The notes were written a moment before the server started: they are indexed at once and get
+            # their id line once they have been quiet for the settle window, without another event.
+            while not all(read_id((vault / f"Notes/n{i}.md").read_bytes()) for i in range(count)):
+                assert time.monotonic() < deadline + 30, "the ids owed to fresh notes were never written"
+                await asyncio.sleep(0.2)
     garbled = [r for r in caplog.records if "Failed to parse JSONRPC" in r.getMessage()]
     # Nothing but JSON-RPC on the wire. (While serving, the MCP SDK itself points fd 1 at stderr, so workers
     # inherit that; the workers' own redirect is what protects `engrama-vault sync --json`, tested above.)

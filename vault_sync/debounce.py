@@ -129,6 +129,8 @@ class LiveReconciler:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._come_backs: set[asyncio.TimerHandle] = set()
+        sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet
 
     @property
     def watching(self) -> bool:
@@ -136,8 +138,9 @@ class LiveReconciler:
 
     @property
     def pending(self) -> int:
-        """Paths waiting to be reconciled (notes left in a running full pass included)."""
-        return len(self._debouncer) + self._pass_left
+        """Paths waiting to be reconciled (notes left in a running full pass, and notes whose id line waits
+        until they are quiet, included)."""
+        return len(self._debouncer) + self._pass_left + len(self.sync.deferred)
 
     async def start(self) -> None:
         """Start watching and reconciling; the catch-up pass runs in the background."""
@@ -150,6 +153,9 @@ class LiveReconciler:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        for handle in self._come_backs:
+            handle.cancel()
+        self._come_backs.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -206,6 +212,17 @@ class LiveReconciler:
         if changes:
             self._idle.clear()
             self._on_update()
+
+    def _come_back(self, rel: str, delay: float) -> None:
+        """Reconcile `rel` again in `delay` seconds (the sync deferred writing its id line until then)."""
+
+        def due() -> None:
+            self._come_backs.discard(handle)
+            self.changed([(NOTE, rel)])
+
+        handle = asyncio.get_running_loop().call_later(delay, due)
+        self._come_backs.add(handle)
+        self._on_update()
 
     def request_full_pass(self, reason: str) -> None:
         """Reconcile the whole vault next (it covers everything pending)."""

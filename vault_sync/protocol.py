@@ -43,6 +43,11 @@ class GraphPort(Protocol):
         Returns the archived node id (None when the path was unknown)."""
         ...
 
+    async def rekey_node(self, old: str, new: str) -> bool:
+        """The note of node `old` now carries the id `new` (changed on another device): give the node that id,
+        keeping its properties, history, relations and passages. False when `new` is taken or `old` is gone."""
+        ...
+
     async def record_file_state(self, state: FileState) -> None:
         """Remember the bytes now on disk (after one of our own writes)."""
         ...

@@ -73,14 +73,16 @@ def _read_only(mapping: dict) -> MappingProxyType:
 class ReaderProcess:
     """Worker processes that run `NoteReader.read_batch`; use as an async context manager."""
 
-    def __init__(self, root: Path, rules: bytes, writable: bool, workers: int | None = None) -> None:
+    def __init__(
+        self, root: Path, rules: bytes, writable: bool, workers: int | None = None, *, settle: float = 0.0
+    ) -> None:
         level = logging.getLogger("vault_sync").getEffectiveLevel()
         self.workers = workers or min(2, _usable_cpus())
         self._pool = ProcessPoolExecutor(
             max_workers=self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker,
-            initargs=(root, rules, writable, level),
+            initargs=(root, rules, writable, level, settle),
         )
 
     async def read_batch(
@@ -124,7 +126,7 @@ def _usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _start_worker(root: Path, rules: bytes, writable: bool, level: int) -> None:
+def _start_worker(root: Path, rules: bytes, writable: bool, level: int, settle: float) -> None:
     """Worker set-up: stdout goes to stderr (stdout is the MCP wire), logs to stderr, build the reader."""
     try:
         os.dup2(2, 1)  # at the descriptor level, so even C code and subprocesses cannot reach the wire
@@ -134,7 +136,7 @@ def _start_worker(root: Path, rules: bytes, writable: bool, level: int) -> None:
     sys.stdout = sys.stderr
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     global _reader
-    _reader = NoteReader(root, pickle.loads(rules), writable)
+    _reader = NoteReader(root, pickle.loads(rules), writable, settle)
     threading.Thread(
         target=_exit_with_parent, args=(os.getppid(),), name="engrama-parent-watch", daemon=True
     ).start()

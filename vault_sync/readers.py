@@ -8,11 +8,13 @@ Its results are `NoteRead` values: frozen and picklable, so they can cross a pro
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vault_sync import identify
+from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
 from vault_sync.errors import VaultError
@@ -41,6 +43,22 @@ class NoteRead:
     missing: bool = False
     chunks: tuple[Chunk, ...] = ()
     injected: bool = False  # the engrama_id line was inserted by this read
+    blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
+    changed_ns: int = 0  # when the file last changed on this machine (the later of its mtime and ctime)
+
+    def quiet_for(self, now_ns: int | None = None) -> float:
+        """Seconds since the file last changed (0 when it changed in the future of this clock)."""
+        now_ns = time.time_ns() if now_ns is None else now_ns
+        return max(0.0, (now_ns - self.changed_ns) / 1e9)
+
+    def may_take_id(self, settle: float) -> bool:
+        """True when engrama may write an id line into this note now: not blank, quiet for `settle` seconds.
+
+        An editor saving in place truncates the file and writes it a moment later; a rename of the file in
+        between would send the editor's write to an unlinked inode (the person's text lost). A blank note
+        has nothing to identify yet, and a note changed within `settle` seconds may still be being saved
+        or typed into, so both are indexed but left alone until quiet (DESIGN section 2)."""
+        return not self.blank and self.quiet_for() >= settle
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,7 @@ class NoteReader:
     root: Path
     rules: NoteRules
     writable: bool = True
+    settle: float = 0.0  # seconds a note must be quiet before an id line is written into it (`may_take_id`)
 
     def read_batch(
         self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool
@@ -57,11 +76,22 @@ class NoteReader:
         """Read, checksum, parse and chunk notes, and give id-less notes their id (off the event loop).
 
         Inserting ids here, rather than on the event loop, lets it overlap with the database applying the
-        previous batch. A note without an id never needs the graph to decide: it always gets a fresh one."""
+        previous batch. Only a note at a path the graph does not know needs no graph to decide (it gets a
+        fresh id); and only when it may take one now (`NoteRead.may_take_id`). The reconcile settles the rest:
+        a known path keeps its node's id, and a note that must wait is indexed without being written."""
         reads = [self.read_one(path, known.get(path)) for path in paths]
         if self.writable and not dry_run:
-            reads = [self._identify(r) if r.note and r.note.engrama_id is None else r for r in reads]
+            reads = [self._identify(r) if self._fresh_and_ready(r, known) else r for r in reads]
         return reads
+
+    def _fresh_and_ready(self, read: NoteRead, known: Mapping[str, FileState]) -> bool:
+        state = known.get(read.path)
+        return (
+            read.note is not None
+            and read.note.engrama_id is None
+            and (state is None or state.node_id is None)
+            and read.may_take_id(self.settle)
+        )
 
     def read_one(self, rel: str, known: FileState | None) -> NoteRead:
         """Read one note; `note` is None (and `error` too) when its bytes are the ones `known` records."""
@@ -85,13 +115,17 @@ class NoteReader:
         except (OSError, VaultError) as exc:
             return NoteRead(rel, error=describe(exc))
         state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
+        changed_ns = max(stat.st_mtime_ns, stat.st_ctime_ns) if os.name != "nt" else stat.st_mtime_ns
         if known is not None and known.checksum == state.checksum:
-            return NoteRead(rel, state)
+            return NoteRead(rel, state, changed_ns=changed_ns)
+        blank = not data.strip(b" \t\r\n\f\v\xef\xbb\xbf")
         try:
-            note = self.parse(rel, data)
+            note = replace(self.parse(rel, data), file_began=file_began(stat))  # evidence of its start
         except VaultError as exc:
-            return NoteRead(rel, state, error=describe(exc))
-        return NoteRead(rel, state, note, chunks=tuple(chunk_body(note.body)))
+            return NoteRead(rel, state, error=describe(exc), blank=blank, changed_ns=changed_ns)
+        return NoteRead(
+            rel, state, note, chunks=tuple(chunk_body(note.body)), blank=blank, changed_ns=changed_ns
+        )
 
     def parse(self, rel: str, data: bytes) -> ParsedNote:
         return parse_note(
@@ -118,6 +152,7 @@ class NoteReader:
             # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
             return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
         note = self.parse(read.path, produced["data"])  # re-based on newer content: parse what we wrote
+        note = replace(note, file_began=read.note.file_began)
         return note, state, tuple(chunk_body(note.body))
 
     def _identify(self, read: NoteRead) -> NoteRead:
@@ -128,9 +163,17 @@ class NoteReader:
         return replace(read, note=note, state=state, chunks=chunks, injected=True)
 
 
+# Recorded as the checksum of a note that is indexed but still owed its id line (it was blank, or changed a
+# moment ago): it never equals a real checksum, so the next reconcile of the path reads and settles the note
+# again, even after a restart.
+OWED_ID = "owed-id"
+
+
 def same_stat(known: FileState | None, size: int, mtime_ns: int) -> bool:
-    """True when `known` records a file of this size and mtime."""
-    return known is not None and known.size == size and known.mtime_ns == mtime_ns
+    """True when `known` records a file of this size and mtime (and the note owes nothing)."""
+    return (
+        known is not None and known.size == size and known.mtime_ns == mtime_ns and known.checksum != OWED_ID
+    )
 
 
 def describe(exc: BaseException) -> str:

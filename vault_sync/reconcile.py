@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -22,7 +23,7 @@ from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, resolve_in_vault
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
-from vault_sync.readers import NoteRead, NoteReader, NoteRules, describe, same_stat
+from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, same_stat
 from vault_sync.report import ARCHIVED, CREATED, FAILED, IGNORED, UNCHANGED, UPDATED, NoteOutcome, SyncReport
 from vault_sync.scan import scan_vault
 
@@ -35,6 +36,12 @@ BATCH = 256  # notes per transaction: fewer commits and FTS flushes (measured: 6
 # ~0.3 s, paid back after a few hundred notes (reading a note and inserting its id costs ~2 ms of CPU, which
 # then no longer shares the GIL with the database). Below it, as for the watcher's single paths, a thread reads.
 PROCESS_THRESHOLD = 500
+# Seconds a note must have been quiet (no change on disk) before engrama writes an id line into it. Obsidian
+# saves about 2 s after the last keystroke and editors saving in place leave the file empty for a moment
+# (0.4 s was seen); 3 s is longer than both, so the id is never written into a note that is being saved or
+# typed into, and it still arrives within seconds of the person pausing. Tests lower it (tests/conftest.py).
+DEFAULT_SETTLE = 3.0
+DEFER_MARGIN = 0.05  # look again a moment after the quiet window ends, so the file is sure to be past it
 Progress = Callable[[int, int], Awaitable[None] | None]
 ReadBatch = Callable[[Sequence[str], Mapping[str, FileState], bool], Awaitable[list[NoteRead]]]
 
@@ -46,6 +53,7 @@ class _Apply:
     update: NoteUpdate
     injected: bool
     moved_from: str | None
+    owed: bool = False  # indexed, but its id line waits until the note is quiet
 
     def outcome(self, created: bool) -> NoteOutcome:
         return NoteOutcome(
@@ -54,7 +62,18 @@ class _Apply:
             id=self.update.node_id,
             inject_id=self.injected,
             moved_from=self.moved_from,
+            id_owed=self.owed,
         )
+
+
+def _path_owner(
+    known: FileState | None, refs: Mapping[str, NodeRef], claimed: set[str], rel: str
+) -> str | None:
+    """The id of the node whose note lives at `rel` (as the graph last saw it), if no other note took it."""
+    if known is None or known.node_id is None or known.node_id in claimed:
+        return None
+    ref = refs.get(known.node_id)
+    return known.node_id if ref is not None and ref.path == rel else None
 
 
 class VaultSync:
@@ -70,14 +89,28 @@ class VaultSync:
         *,
         writable: bool = True,
         process_threshold: int = PROCESS_THRESHOLD,
+        settle: float | None = None,
     ) -> None:
         self.root = root
         self.graph = graph
         self.rules = rules
-        self.writable = writable
         self.process_threshold = process_threshold
-        self.reader = NoteReader(root, rules, writable)
+        self.settle = DEFAULT_SETTLE if settle is None else settle
+        self.reader = NoteReader(root, rules, writable, self.settle)
+        # Notes indexed but still owed their id line (blank, or changed a moment ago), with when to look again
+        # (time.monotonic()). `on_defer` (the live reconciler) is told, so it comes back to each one.
+        self.deferred: dict[str, float] = {}
+        self.on_defer: Callable[[str, float], None] | None = None
         self._lock = asyncio.Lock()  # one reconcile at a time: the watcher and tools share this engine
+
+    @property
+    def writable(self) -> bool:
+        """False in a process that does not hold the vault lease: then no file is ever written."""
+        return self.reader.writable
+
+    @writable.setter
+    def writable(self, value: bool) -> None:
+        self.reader = replace(self.reader, writable=value)
 
     # --- public entry points -------------------------------------------------------------------------------
 
@@ -132,7 +165,9 @@ class VaultSync:
         rules = pickled_rules(self.rules)
         if rules is None:
             return self._read_in_thread
-        process = await stack.enter_async_context(ReaderProcess(self.root, rules, self.writable))
+        process = await stack.enter_async_context(
+            ReaderProcess(self.root, rules, self.writable, settle=self.settle)
+        )
         return process.read_batch
 
     async def _read_in_thread(
@@ -185,9 +220,10 @@ class VaultSync:
         outcomes: list[NoteOutcome | _Apply] = []
         claimed: set[str] = set()  # ids taken by earlier notes of this batch (a copy inside one batch)
         # One lookup for the whole batch: a round trip per note would cost more than applying the note.
-        refs = await self.graph.nodes_by_ids(
-            [r.note.engrama_id for r in reads if r.note and r.note.engrama_id]
-        )
+        # The nodes the paths belonged to are looked up too: a known path keeps its node's id.
+        wanted = [r.note.engrama_id for r in reads if r.note and r.note.engrama_id]
+        wanted += [s.node_id for r in reads if r.note and (s := known.get(r.path)) and s.node_id]
+        refs = await self.graph.nodes_by_ids(wanted)
         for read in reads:
             outcomes.append(await self._prepare(read, known.get(read.path), dry_run, claimed, refs))
         applies = [o for o in outcomes if isinstance(o, _Apply)]
@@ -205,6 +241,7 @@ class VaultSync:
     ) -> NoteOutcome | _Apply:
         """Decide what one read note means; returns a final outcome or the update to apply."""
         if read.missing:
+            self.deferred.pop(read.path, None)
             return await self._archive(read.path, dry_run)
         if read.error is not None:
             log.warning("cannot sync %s: %s", read.path, read.error)
@@ -216,27 +253,49 @@ class VaultSync:
             return NoteOutcome(read.path, UNCHANGED, id=known.node_id if known else None)
         note, state, chunks, injected = read.note, read.state, read.chunks, read.injected
         node_id = note.engrama_id
-        if (
-            not injected
-            and node_id is not None
-            and (node_id in claimed or await self._is_copy(refs.get(node_id), read.path))
-        ):
-            node_id = None  # a copy of another note: it gets an id of its own
+        if not injected and node_id is not None:
+            if node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
+                node_id = None  # a copy of another note: it gets an id of its own
+            elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):
+                # The file at a path we know now carries an id the graph has never seen: another device (or
+                # the person) re-keyed the note. Keep the node, its history and relations, under the new id.
+                if dry_run:
+                    return NoteOutcome(read.path, UPDATED, id=node_id)
+                await self.graph.rekey_node(old, node_id)
+                log.info(
+                    "%s: its engrama_id changed from %s to %s; the node follows it", read.path, old, node_id
+                )
+        owed = False
         if node_id is None:
+            owner = _path_owner(known, refs, claimed, read.path)  # a path we know never gets a fresh id
             if dry_run:
-                return NoteOutcome(read.path, CREATED, inject_id=True)
-            if not self.writable:
+                action = UPDATED if owner else CREATED
+                return NoteOutcome(read.path, action, id=owner, inject_id=not read.blank)
+            quiet = read.quiet_for()
+            if read.blank and owner is not None and quiet < self.settle:
+                # A known note emptied a moment ago: an editor saving in place (truncate, then write). Keep the
+                # graph as it was and look again once the write had time to land.
+                self._defer(read.path, self.settle - quiet)
+                return NoteOutcome(read.path, UNCHANGED, id=owner)
+            if owner is None and not self.writable:
+                # Only the lease holder names new notes: two processes inventing ids for one note would race.
                 return NoteOutcome(
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
-            try:
-                note, state, chunks = await asyncio.to_thread(
-                    self.reader.write_id, read, identify.new_engrama_id()
-                )
-            except (OSError, VaultError) as exc:
-                return NoteOutcome(read.path, FAILED, error=describe(exc))
-            node_id, injected = note.engrama_id, True
-            assert node_id is not None
+            node_id = owner or identify.new_engrama_id()
+            if self.writable and read.may_take_id(self.settle):
+                try:
+                    note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)
+                except (OSError, VaultError) as exc:
+                    return NoteOutcome(read.path, FAILED, error=describe(exc))
+                injected = True
+            else:
+                owed = True  # indexed under its id now; the line is written once the note is quiet
+                state = replace(state, checksum=OWED_ID)
+                if not read.blank:
+                    self._defer(read.path, self.settle - quiet)
+        if not owed:
+            self.deferred.pop(read.path, None)
         claimed.add(node_id)
         existing = refs.get(node_id)  # None for an id given just now
         moved_from = existing.path if existing and existing.path and existing.path != read.path else None
@@ -244,7 +303,34 @@ class VaultSync:
             action = CREATED if existing is None or existing.status == "stub" else UPDATED
             return NoteOutcome(read.path, action, id=node_id, moved_from=moved_from)
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
-        return _Apply(update, injected, moved_from)
+        return _Apply(update, injected, moved_from, owed)
+
+    def _defer(self, rel: str, delay: float) -> None:
+        """Come back to `rel` after `delay` seconds (only a process that may write has anything to come back for)."""
+        if not self.writable:
+            return
+        delay = max(delay, 0.0) + DEFER_MARGIN
+        self.deferred[rel] = time.monotonic() + delay
+        if self.on_defer is not None:
+            self.on_defer(rel, delay)
+
+    async def settle_deferred(self, report: SyncReport, timeout: float) -> None:
+        """Wait for the notes that still owe their id line to become quiet, write them, and update `report`
+        (for one-shot commands, which have no watcher to come back later).
+
+        Gives up after `timeout` seconds; what is left gets its id at the next sync or from the watcher."""
+        deadline = time.monotonic() + timeout
+        while self.deferred:
+            due = min(self.deferred.values())
+            if due > deadline:
+                return
+            await asyncio.sleep(max(due - time.monotonic(), 0.0))
+            for rel in [p for p, at in self.deferred.items() if at <= time.monotonic()]:
+                self.deferred.pop(rel, None)
+                outcome = await self.sync_path(rel)
+                if outcome.inject_id and rel in report.ids_owed:
+                    report.ids_owed.remove(rel)
+                    report.ids_injected.append(rel)
 
     async def _is_copy(self, existing: NodeRef | None, rel: str) -> bool:
         """True when the node of this id belongs to another note file that still exists with that id.

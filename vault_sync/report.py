@@ -24,6 +24,9 @@ class NoteOutcome:
     inject_id: bool = False  # an engrama_id line was (or, in a dry run, would be) inserted
     moved_from: str | None = None
     error: str | None = None
+    id_owed: bool = (
+        False  # indexed, but its engrama_id line waits until the note is quiet (blank or just changed)
+    )
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class SyncReport:
     archived: int = 0
     moved: int = 0
     ids_injected: list[str] = field(default_factory=list)
+    ids_owed: list[str] = field(default_factory=list)  # indexed; the id line follows once each note is quiet
     errors: list[SyncError] = field(default_factory=list)
 
     def add(self, outcome: NoteOutcome) -> None:
@@ -52,6 +56,8 @@ class SyncReport:
             setattr(self, outcome.action, getattr(self, outcome.action) + 1)
         if outcome.inject_id:
             self.ids_injected.append(outcome.path)
+        if outcome.id_owed:
+            self.ids_owed.append(outcome.path)
         if outcome.moved_from:
             self.moved += 1
 

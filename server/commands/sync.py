@@ -50,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
 
     async def go() -> SyncReport:
         async with open_runtime(settings, take_lease=not args.dry_run) as rt:
-            return await rt.require_sync().sync_vault(args.folder, dry_run=args.dry_run, progress=bar)
+            sync = rt.require_sync()
+            report = await sync.sync_vault(args.folder, dry_run=args.dry_run, progress=bar)
+            if sync.writable and not args.dry_run:  # no watcher will come back for notes just changed
+                await sync.settle_deferred(report, timeout=sync.settle + 5.0)
+            return report
 
     started = time.perf_counter()
     report = asyncio.run(go())

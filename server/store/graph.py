@@ -10,7 +10,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
-from server.store import nodes_sql, sync_sql
+from server.store import nodes_sql, rekey_sql, sync_sql
 from server.store.clock import utc_now
 from server.store.database import Database
 from server.store.nodes_sql import Node
@@ -70,6 +70,9 @@ class GraphStore:
 
     async def archive_path(self, path: str) -> str | None:
         return await self.write(sync_sql.archive_path, path, utc_now())
+
+    async def rekey_node(self, old: str, new: str) -> bool:
+        return await self.write(rekey_sql.rekey_node, old, new, utc_now())
 
     async def record_file_state(self, state: FileState) -> None:
         await self.write(sync_sql.record_file_state, state)
