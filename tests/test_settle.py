@@ -1,0 +1,208 @@
+"""Never race the person's editor (issue 12, item 1): an in-place save is never lost, a known path never gets a
+fresh id, and a blank or just-changed note is indexed but not written to until it has been quiet."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from profiles.loader import load_profile
+from server.runtime import note_rules
+from server.store import GraphStore
+from tests.test_e2e_stdio import COMMAND, call, serve_args
+from tests.test_live import eventually
+from vault_sync.debounce import LiveReconciler
+from vault_sync.identify import read_id
+from vault_sync.readers import OWED_ID
+from vault_sync.reconcile import DEFAULT_SETTLE, VaultSync
+
+TOPIC_ID = "0b6a3c1e-2f4d-4e5a-9b7c-8d9e0f1a2b3c"
+TOPIC = f"---\nengrama_id: {TOPIC_ID}\ntype: Concept\n---\nThe topic, as first written.\n"
+ID_LINES = re.compile(rb"^engrama_id:", re.MULTILINE)
+RULES = note_rules(load_profile("base", []))
+
+
+def engine(vault: Path, store: GraphStore, settle: float) -> VaultSync:
+    return VaultSync(vault, store, RULES, settle=settle)
+
+
+def real_settle_server(vault: Path, db_path: Path) -> StdioServerParameters:
+    """The installed server with the production settle window (the suite's conftest turns it off)."""
+    env = {k: v for k, v in os.environ.items() if k != "ENGRAMA_SETTLE_SECONDS"}
+    return StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path), env=env)
+
+
+async def wait_for_holder(session: ClientSession) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        status = await call(session, "engrama_status", {})
+        if status["vault"].get("watching") and status["vault"].get("pending") == 0:
+            return status
+        assert time.monotonic() < deadline, status
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_an_in_place_save_that_lands_after_a_sync_keeps_the_persons_text_and_the_notes_id(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    note = vault / "Concepts" / "Topic.md"
+    note.parent.mkdir()
+    note.write_text(TOPIC, encoding="utf-8")
+    edited = TOPIC + "A paragraph the person typed and saved in place.\n"
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(real_settle_server(vault, db_path), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await wait_for_holder(session)
+            # The editor saves in place, as Node's fs.writeFile does: open with truncation, ... write, close.
+            with open(note, "r+b") as editor:
+                editor.truncate(0)
+                editor.flush()
+                inode = os.fstat(editor.fileno()).st_ino
+                await asyncio.sleep(0.4)  # the watcher sees the empty file meanwhile
+                synced = await call(session, "engrama_sync_note", {"path": "Concepts/Topic.md"})
+                assert synced["id"] == TOPIC_ID and not synced["inject_id"]
+                editor.write(edited.encode("utf-8"))
+            assert os.stat(note).st_ino == inode, "the note was replaced while the editor held it open"
+            await asyncio.sleep(DEFAULT_SETTLE + 0.5)  # past the window: nothing may be written late either
+            await wait_for_holder(session)
+            found = await call(session, "engrama_search", {"query": "paragraph the person typed"})
+    assert note.read_text(encoding="utf-8") == edited
+    assert [r["id"] for r in found["results"]][:1] == [TOPIC_ID]
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_a_note_created_the_obsidian_way_keeps_every_keystroke_and_gets_one_id_once_quiet(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(real_settle_server(vault, db_path), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await wait_for_holder(session)
+            untitled, titled = vault / "Untitled.md", vault / "Garden plan.md"
+            untitled.write_bytes(b"")  # Obsidian's new note
+            await asyncio.sleep(0.5)
+            await call(session, "engrama_sync_note", {"path": "Untitled.md"})
+            os.rename(untitled, titled)  # the title is typed
+            await asyncio.sleep(0.3)
+            typed, ids = "", set()
+            for word in ["Tomatoes", "by", "the", "south", "wall."]:  # autosaves in place while typing
+                typed += word + " "
+                with open(titled, "r+b") as editor:  # the editor's buffer: what the person typed, no id line
+                    editor.truncate(0)
+                    editor.flush()
+                    await asyncio.sleep(0.4)
+                    editor.write(typed.encode("utf-8"))
+                ids.add((await call(session, "engrama_sync_note", {"path": "Garden plan.md"}))["id"])
+
+            def settled() -> bool:
+                data = titled.read_bytes()
+                return read_id(data) is not None and typed.encode("utf-8") in data
+
+            await eventually(settled, timeout=DEFAULT_SETTLE + 10)
+            await wait_for_holder(session)
+            found = await call(session, "engrama_search", {"query": "tomatoes south wall"})
+    data = titled.read_bytes()
+    assert data.endswith(typed.encode("utf-8")) and len(ID_LINES.findall(data)) == 1
+    assert found["results"][0]["path"] == "Garden plan.md"
+    assert {found["results"][0]["id"]} == ids == {read_id(data)}  # one identity from the first save on
+
+
+async def test_a_known_path_whose_id_line_was_removed_gets_its_own_id_back(
+    vault: Path, store: GraphStore
+) -> None:
+    note = vault / "Topic.md"
+    note.write_text(TOPIC, encoding="utf-8")
+    sync = engine(vault, store, settle=0)
+    assert (await sync.sync_path("Topic.md")).id == TOPIC_ID
+    note.write_text("---\ntype: Concept\n---\nRewritten without its frontmatter id.\n", encoding="utf-8")
+    outcome = await sync.sync_path("Topic.md")
+    assert (outcome.id, outcome.inject_id) == (TOPIC_ID, True)
+    assert read_id(note.read_bytes()) == TOPIC_ID
+    assert (await store.get_node(TOPIC_ID)).status == "active"  # type: ignore[union-attr]
+
+
+async def test_a_known_note_emptied_a_moment_ago_leaves_the_graph_as_it_was(
+    vault: Path, store: GraphStore
+) -> None:
+    note = vault / "Topic.md"
+    note.write_text(TOPIC, encoding="utf-8")
+    sync = engine(vault, store, settle=30)
+    await sync.sync_path("Topic.md")
+    note.write_bytes(b"")
+    outcome = await sync.sync_path("Topic.md")
+    assert (outcome.action, outcome.id, outcome.inject_id) == ("unchanged", TOPIC_ID, False)
+    assert note.read_bytes() == b""  # nothing written into it
+    node = await store.get_node(TOPIC_ID)
+    assert node is not None and node.label == "Concept" and node.status == "active"
+    assert "Topic.md" in sync.deferred  # looked at again once the window has passed
+
+
+async def test_a_just_written_note_is_searchable_at_once_and_its_id_follows_once_quiet(
+    vault: Path, store: GraphStore
+) -> None:
+    note = vault / "Fresh.md"
+    note.write_text("Quinces ripen late in the autumn.\n", encoding="utf-8")
+    sync = engine(vault, store, settle=30)
+    first = await sync.sync_path("Fresh.md")
+    assert first.action == "created" and first.id and first.id_owed and not first.inject_id
+    assert note.read_bytes() == b"Quinces ripen late in the autumn.\n"
+    assert (await store.file_state("Fresh.md")).checksum == OWED_ID  # type: ignore[union-attr]
+    node = await store.get_node(first.id)
+    assert node is not None and node.path == "Fresh.md"
+    # The same engine with a window already past (as the note will be in 30 s): the id it was indexed under.
+    sync.settle = 0
+    sync.reader = sync.reader.__class__(sync.reader.root, sync.reader.rules, True, 0)
+    second = await sync.sync_path("Fresh.md")
+    assert (second.id, second.inject_id, second.id_owed) == (first.id, True, False)
+    assert read_id(note.read_bytes()) == first.id and "Fresh.md" not in sync.deferred
+
+
+async def test_a_blank_note_is_never_written_to(vault: Path, store: GraphStore) -> None:
+    (vault / "Untitled.md").write_bytes(b"\n")
+    report = await engine(vault, store, settle=0).sync_vault()
+    assert (report.created, report.ids_injected, report.ids_owed) == (1, [], ["Untitled.md"])
+    assert (vault / "Untitled.md").read_bytes() == b"\n"
+
+
+async def test_the_watcher_comes_back_for_an_owed_id_without_another_event(
+    vault: Path, store: GraphStore
+) -> None:
+    sync = engine(vault, store, settle=0.6)
+    live = LiveReconciler(sync, watch=True, quiet=0.05)
+    await live.start()
+    try:
+        await live.wait_idle()
+        (vault / "Later.md").write_text("Written once, then left alone.\n", encoding="utf-8")
+        await eventually(lambda: "Later.md" in sync.deferred, timeout=5)
+        assert live.pending >= 1  # status shows the owed id as pending work
+        await eventually(lambda: read_id((vault / "Later.md").read_bytes()), timeout=10)
+        await eventually(lambda: live.pending == 0, timeout=5)
+    finally:
+        await live.stop()
+
+
+async def test_a_one_shot_sync_waits_for_just_written_notes_and_names_them(
+    vault: Path, store: GraphStore
+) -> None:
+    (vault / "Now.md").write_text("Just saved.\n", encoding="utf-8")
+    sync = engine(vault, store, settle=0.5)
+    report = await sync.sync_vault()
+    assert report.ids_owed == ["Now.md"] and report.ids_injected == []
+    await sync.settle_deferred(report, timeout=5)
+    assert (report.ids_owed, report.ids_injected) == ([], ["Now.md"])
+    assert read_id((vault / "Now.md").read_bytes()) is not None
