@@ -1,0 +1,255 @@
+"""The soak's invariants, checked after quiescence against the vault on disk, the database and the servers.
+
+Each check returns a list of violations (empty: the invariant held), each a sentence naming the note, the id
+and the operations involved, so it can be followed in the operation log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.soak_assistant import Server, ToolWrite
+from bench.soak_person import ID_LINE, TRASH, Person, frontmatter_end
+from vault_sync.paths import is_engrama_temp
+
+NAME_KEYS = re.compile(r"^(name|title):[ \t]*(.+?)[ \t]*$", re.MULTILINE)
+
+
+def vault_notes(vault: Path) -> dict[str, str]:
+    """Every note outside dot-folders: vault-relative path -> text."""
+    notes = {}
+    for folder, dirs, files in os.walk(vault):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.endswith(".md") and not name.startswith("."):
+                full = Path(folder) / name
+                notes[full.relative_to(vault).as_posix()] = full.read_text(encoding="utf-8", errors="replace")
+    return notes
+
+
+def trash_texts(vault: Path) -> dict[str, str]:
+    trash = vault / TRASH
+    if not trash.is_dir():
+        return {}
+    return {f"{TRASH}/{p.name}": p.read_text(encoding="utf-8", errors="replace") for p in trash.glob("*.md")}
+
+
+def note_name(path: str, text: str) -> str:
+    """The entity name a note gives: `name:`, else `title:`, else the file name (DESIGN §3)."""
+    head = text[: frontmatter_end(text)]
+    found = dict((k, v.strip("\"'")) for k, v in NAME_KEYS.findall(head))
+    return found.get("name") or found.get("title") or Path(path).stem
+
+
+def temp_files(vault: Path) -> list[str]:
+    return [p.relative_to(vault).as_posix() for p in vault.rglob("*") if is_engrama_temp(p.name)]
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def integrity(db: Path) -> list[str]:
+    found = query(db, "PRAGMA integrity_check")
+    return [] if found == [("ok",)] else [f"{db.name}: {found[:5]}"]
+
+
+def one_id_per_note(notes: dict[str, str]) -> list[str]:
+    problems, owners = [], defaultdict(list)
+    for path, text in notes.items():
+        ids = ID_LINE.findall(text)
+        if len(ids) != 1:
+            problems.append(f"{path} has {len(ids)} engrama_id lines {ids}")
+        for found in set(ids):
+            owners[found].append(path)
+    problems += [f"id {i} is on {len(paths)} notes: {paths}" for i, paths in owners.items() if len(paths) > 1]
+    return problems
+
+
+def ids_kept(person: Person, notes: dict[str, str]) -> list[str]:
+    """A note the person still has kept the one id it ever had (tracked by its key across renames/moves)."""
+    problems = [
+        f.detail for f in person.record.findings if f.invariant == "no id changed on a note that still exists"
+    ]
+    for note in person.notes.values():
+        if note.state != "live" or note.path not in notes:
+            continue
+        final = ID_LINE.findall(notes[note.path])[:1]
+        seen = list(dict.fromkeys(note.ids + final))
+        if len(seen) > 1 and not any(note.key in p.split()[0] for p in problems):
+            problems.append(f"{note.key} {note.path} had ids {seen} (ops on it {note.ops[-8:]})")
+    return problems
+
+
+def lines_kept(person: Person, notes: dict[str, str], trash: dict[str, str]) -> list[str]:
+    problems = []
+    for note in person.notes.values():
+        if note.lost:
+            problems.append(
+                f"{note.key} {note.path} lost {len(note.lost)} lines {note.lost[:3]} (ops {note.ops[-8:]})"
+            )
+        if note.state == "deleted" or not note.lines:
+            continue
+        text = notes.get(note.path) if note.state == "live" else trash.get(note.path)
+        if text is None:
+            problems.append(
+                f"{note.key}: {note.path} is not in the vault ({note.state}; ops {note.ops[-8:]})"
+            )
+            continue
+        present = set(text.splitlines())
+        missing = [line for line in note.lines if line not in present]
+        if missing:
+            problems.append(
+                f"{note.key} {note.path} misses {len(missing)} lines {missing[:3]} (ops {note.ops[-8:]})"
+            )
+    return problems
+
+
+def duplicates(db: Path, person: Person, notes: dict[str, str]) -> list[str]:
+    """Two active nodes of one label+name, unless the person made them as two notes (at most one by a tool)."""
+    by_person = {n.path for n in person.live() if n.origin == "person"}
+    groups: dict[tuple[str, str], list[tuple[str, str | None]]] = defaultdict(list)
+    # Insights are left out: two insights may share a title (the same pattern about two same-named entities)
+    # and are told apart by their insight_key, not their name.
+    for node_id, label, name, path in query(
+        db, "select id, label, name, path from nodes where status = 'active' and label != 'Insight'"
+    ):
+        groups[(label, name.casefold())].append((node_id, path))
+    problems = []
+    for (label, name), members in groups.items():
+        if len(members) < 2:
+            continue
+        files = [p for _, p in members if p in notes]
+        by_tool = [p for p in files if p not in by_person]
+        if len(files) < len(members) or len(by_tool) > 1:
+            problems.append(f"{label} {name!r}: {len(members)} active nodes {members}")
+    return problems
+
+
+def nodes_match_notes(db: Path, notes: dict[str, str]) -> list[str]:
+    """Each note has a node at its path, with the id the note carries."""
+    at_path = dict(query(db, "select path, id from nodes where path is not null and status != 'stub'"))
+    problems = []
+    for path, text in notes.items():
+        ids = ID_LINE.findall(text)
+        if path not in at_path:
+            problems.append(f"{path}: no node at this path")
+        elif ids and at_path[path] != ids[0]:
+            problems.append(f"{path}: node {at_path[path]} but the note says {ids[0]}")
+    return problems
+
+
+def deleted_archived(db: Path, person: Person, notes: dict[str, str]) -> list[str]:
+    live_ids = {i for text in notes.values() for i in ID_LINE.findall(text)}
+    status = dict(query(db, "select id, status from nodes"))
+    problems = []
+    for note in person.notes.values():
+        if note.state == "live" or not note.ids or note.ids[-1] in live_ids:
+            continue
+        found = status.get(note.ids[-1])
+        if found != "archived":
+            problems.append(
+                f"{note.key} ({note.state}, last at {note.path}) id {note.ids[-1]}: node is {found or 'gone'}"
+            )
+    return problems
+
+
+def writes_reached_vault(writes: list[ToolWrite], person: Person, vault: Path) -> list[str]:
+    """Each observation an assistant was told was remembered is in a note (or the note went with the person's
+    own delete, or the person's editor saved over the note within a second of the write)."""
+    everything = "\n".join([*vault_notes(vault).values(), *trash_texts(vault).values()])
+    gone_ids = {i for n in person.notes.values() if n.state == "deleted" for i in n.ids}
+    problems = []
+    for write in writes:
+        if write.token in everything or write.node_id in gone_ids or _saved_over(person, write):
+            continue
+        problems.append(
+            f"{write.actor}@{write.server} op {write.seq} at {write.t:.1f}s: {write.token!r} "
+            f"(node {write.node_id}, {write.path or 'no path'}) is in no note"
+        )
+    return problems
+
+
+def _saved_over(person: Person, write: ToolWrite) -> bool:
+    times = person.record.times
+    for note in person.notes.values():
+        if write.node_id in note.ids and any(-1.0 < times[seq] - write.t < 2.0 for seq in note.ops):
+            return True
+    return False
+
+
+async def findable(server: Server, notes: dict[str, str]) -> list[str]:
+    """engrama_search (or engrama_context) by the note's name returns the note's path."""
+    problems = []
+    for path, text in sorted(notes.items()):
+        name = note_name(path, text)
+        found, error = await server.call(
+            "engrama_search", {"query": name, "limit": 50, "include_archived": True}
+        )
+        paths = {r.get("path") for r in (found or {}).get("results", [])}
+        if path in paths:
+            continue
+        around, error2 = await server.call("engrama_context", {"name": name})
+        if around is not None:
+            paths |= {around["node"].get("path")} | {e.get("path") for e in around.get("also_named", [])}
+        if path not in paths:
+            problems.append(
+                f"{path} ({name!r}) not found: search {error or sorted(map(str, paths))[:4]}, context {error2}"
+            )
+    return problems
+
+
+def entities(db: Path, notes: dict[str, str]) -> dict[str, tuple[Any, ...]]:
+    rows = query(db, "select id, label, name, path, status from nodes where path is not null")
+    return {r[0]: r[1:] for r in rows if r[3] in notes}
+
+
+def relations(db: Path, ids: set[str]) -> set[tuple[str, str, str]]:
+    rows = query(
+        db,
+        "select e.source, e.type, lower(t.name) from edges e join nodes t on t.id = e.target "
+        "where e.valid_to is null and e.type != 'LINKS_TO'",
+    )
+    return {r for r in rows if r[0] in ids}
+
+
+def decisions(db: Path) -> dict[str, str]:
+    return dict(query(db, "select key, status from insights where status != 'pending'"))
+
+
+def compare_rebuild(before: Path, after: Path, notes: dict[str, str]) -> list[str]:
+    """Deleting the database and syncing again gives the same entities, relations and insight decisions."""
+    old, new = entities(before, notes), entities(after, notes)
+    problems = [f"{i} {old[i]} is gone after the rebuild" for i in old.keys() - new.keys()]
+    problems += [f"{i} {new[i]} is new after the rebuild" for i in new.keys() - old.keys()]
+    problems += [
+        f"{i} was {old[i]}, is {new[i]} after the rebuild"
+        for i in old.keys() & new.keys()
+        if old[i] != new[i]
+    ]
+    graph_only = query(before, "select id, label, name from nodes where status = 'active' and path is null")
+    problems += [f"{r} lived in the graph only (no note), so a rebuild loses it" for r in graph_only]
+    lost = relations(before, set(old)) - relations(after, set(new))
+    problems += [f"relation {r} is gone after the rebuild" for r in sorted(lost)]
+    return problems
+
+
+def decisions_kept(before: Path, after: Path) -> list[str]:
+    """Approved and dismissed insights come back from their records in the vault (after a reflect)."""
+    old, new = decisions(before), decisions(after)
+    return [
+        f"insight {k} was {v}, is {new.get(k, 'gone')} after the rebuild"
+        for k, v in old.items()
+        if new.get(k) != v
+    ]
+
+
+def untouched(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    changed = [p for p in before.keys() | after.keys() if before.get(p) != after.get(p)]
+    return [f"the rebuild changed {p}" for p in sorted(changed)]
