@@ -7,7 +7,8 @@
   with `os.replace` only if the note still holds the bytes the edit was based on. Otherwise the edit runs
   again on the new bytes: re-running a pure edit *is* the re-base.
 - New notes appear atomically through `os.link` from the temp file, which fails rather than clobber a file
-  that appeared meanwhile. Nothing is ever deleted: `move_to_trash` moves a note into Obsidian's `.trash/`.
+  that appeared meanwhile. Nothing is ever deleted: `move_to_trash` moves a note into Obsidian's `.trash/`,
+  and `restore_from_trash` moves one back (both without ever overwriting a file).
 
 Symlinks: a note path that is a symlink to a file inside the vault is edited *through* the link — the real
 file is replaced and the link stays a link (replacing the link path would silently turn the person's link into
@@ -26,7 +27,7 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,6 +148,35 @@ def move_to_trash(root: Path, rel: str) -> str:
     _make_folders(root, trash)
     target = _place_in_trash(source, trash)
     _fsync_folder(trash)
+    _fsync_folder(source.parent)
+    return to_rel(root, target)
+
+
+def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20) -> str:
+    """Move the note at `trash_rel` (in `.trash/`) back to vault path `rel`; return the path it now has.
+
+    When `rel` is taken the note becomes `Name 2.md`, `Name 3.md`, ... in the same folder (up to `tries`
+    names); nothing is overwritten and nothing is unlinked before its new name exists, as in
+    `move_to_trash`. Missing folders are made again. Raises `FileNotFoundError` when nothing is at
+    `trash_rel`, `VaultError` when it is not in the trash or `rel` is not a note path.
+    """
+    source = resolve_in_vault(root, trash_rel)
+    src_rel = to_rel(root, source)
+    if classify(src_rel) != "trash":
+        raise VaultError(f"{src_rel} is not a note in the trash; nothing was moved")
+    os.lstat(source)  # FileNotFoundError when it is gone
+    wanted = resolve_in_vault(root, rel)
+    _require_note_path(to_rel(root, wanted))
+    _make_folders(root, wanted.parent)
+    stem, suffix = os.path.splitext(wanted.name)
+    names = [wanted.name, *(f"{stem} {n}{suffix}" for n in range(2, tries + 1))]
+    target = _move_to_free_name(source, (wanted.parent / name for name in names), to_rel(root, wanted.parent))
+    if target is None:
+        raise VaultError(
+            f"{to_rel(root, wanted.parent)}/ already holds {tries} notes named like {stem!r}; restore "
+            f"{src_rel} in Obsidian instead"
+        )
+    _fsync_folder(target.parent)
     _fsync_folder(source.parent)
     return to_rel(root, target)
 
@@ -331,22 +361,29 @@ def _exists_message(rel: str) -> str:
 
 
 def _place_in_trash(source: Path, trash: Path) -> Path:
-    for name in _trash_names(source.name):
-        target = trash / name
+    target = _move_to_free_name(source, (trash / name for name in _trash_names(source.name)), "the trash")
+    if target is None:
+        raise VaultError(f"the trash holds too many notes named like {source.name}; empty it in Obsidian")
+    return target
+
+
+def _move_to_free_name(source: Path, targets: Iterable[Path], where: str) -> Path | None:
+    """Move `source` to the first of `targets` that is free; None when none was. Never overwrites a file."""
+    for target in targets:
         try:
             os.link(source, target, follow_symlinks=False)
         except FileExistsError:
             continue
         except OSError as exc:
             if exc.errno not in _NO_HARD_LINKS:
-                raise VaultError(f"cannot move {source.name} to the trash: {exc.strerror}") from None
+                raise VaultError(f"cannot move {source.name} to {where}: {exc.strerror}") from None
             if os.path.lexists(target):
                 continue
             os.rename(source, target)  # no hard links: a check-then-rename is the best this filesystem allows
             return target
-        os.unlink(source)  # the note now lives on under its trash name
+        os.unlink(source)  # the note now lives on under its new name
         return target
-    raise VaultError(f"the trash holds too many notes named like {source.name}; empty it in Obsidian")
+    return None
 
 
 def _trash_names(name: str) -> Iterator[str]:

@@ -5,18 +5,23 @@ The note is the truth (DESIGN §2): a vault write edits or creates the file thro
 reconciles that one path (`VaultSync.sync_path`), so the graph and the recorded checksum describe exactly
 the bytes on disk and the watcher later sees "unchanged". Relations are written as `"[[Target]]"` items in
 the note's `relations:` block; the reconcile turns them into edges.
+
+An entity's note may have left its recorded path a moment before a tool writes (moved, renamed, trashed, or
+deleted, before the watcher reconciled it). `write_entity` then finds where the note's id lives now
+(`vault_sync.locate`) and writes there, so the entity keeps one note and one identity; see its docstring.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
 from server.runtime import Runtime
 from server.services.errors import RelationNotAllowed, ServiceError
+from server.services.revival import Revival, plan_revival
 from server.services.schema import (
     optional_label,
     require_allowed,
@@ -24,14 +29,15 @@ from server.services.schema import (
     require_relation,
     single_label,
 )
-from server.store import Node, memory_sql
+from server.store import Node, history_sql, memory_sql
 from server.store.clock import utc_now
 from vault_sync import identify
-from vault_sync.errors import MalformedNote
+from vault_sync.errors import MalformedNote, VaultError
+from vault_sync.locate import Located, locate_note
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
-from vault_sync.writer import NoteExists, create_note, edit_note
+from vault_sync.writer import NoteExists, create_note, edit_note, restore_from_trash
 
 MAX_NAME_SUFFIX = 20  # `Name 2.md` ... when another entity's note already has the plain file name
 
@@ -52,6 +58,7 @@ class PlannedRelation:
     rel_type: str
     target: Node
     link: str
+    revived: str | None = None  # what the target was ("archived") when planning made it current again
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,8 @@ async def plan_relations(
 ) -> list[PlannedRelation]:
     """Check every relation against the profile, then make sure each target node exists.
 
-    All checks run before anything is created, so one bad relation leaves the graph untouched."""
+    All checks run before anything is created, so one bad relation leaves the graph untouched. A target
+    that is archived (forgotten, or its note deleted) is made current again, as remembering it would."""
     checked: list[tuple[str, str, str | None]] = []
     for spec in specs:
         rel = require_relation(rt.profile, spec.rel_type)
@@ -81,7 +89,7 @@ async def plan_relations(
             rt.profile.relations[rel].targets
         )
         node, label = await rt.store.read(memory_sql.preview_target, target, wanted)
-        if node is not None and node.status == "active" and not rt.profile.allows(rel, source_label, label):
+        if node is not None and node.status != "stub" and not rt.profile.allows(rel, source_label, label):
             where = f" ({node.path})" if node.path else ""
             raise RelationNotAllowed(
                 f"{node.name!r} is a {label}{where}, and {rel} cannot go from a {source_label} to a {label}; "
@@ -92,8 +100,36 @@ async def plan_relations(
     planned: list[PlannedRelation] = []
     for rel, target, wanted in checked:
         node, _ = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
-        planned.append(PlannedRelation(rel, node, await _link_text(rt, node)))
+        was = None
+        if node.status == "archived":
+            node, revival = await revive_entity(rt, node, "made current again by a relation to it")
+            was = revival.was if revival is not None else None
+        planned.append(PlannedRelation(rel, node, await _link_text(rt, node), was))
     return planned
+
+
+async def revive_entity(rt: Runtime, node: Node, reason: str) -> tuple[Node, Revival | None]:
+    """Make the archived entity `node` current again by itself (a relation reaches it); returns the
+    entity as it is now and the revival (None when none happened).
+
+    Its note gets the keys `plan_revival` names. A note deleted for good is created anew with a fresh id
+    (see `write_entity`): the old node stays archived, the new one is returned, and no revival is reported."""
+    revival = await plan_revival(rt, node, {})
+    since = utc_now()
+    if revival is not None and not writes_notes(rt):
+        await rt.store.write(memory_sql.revive_in_graph, node.id, since)
+    write, remove = (revival.set, revival.remove) if revival is not None else ({}, ())
+    written = await write_entity(
+        rt, node.label, node.name, write, None, (), target=node, remove=remove, reason=reason
+    )
+    if written.path is not None and written.id == node.id:
+        await rt.store.write(history_sql.annotate, node.id, [*write, *remove], since, reason)
+    now = await rt.store.get_node(written.id)
+    if now is None:
+        raise ServiceError(
+            f"{node.name!r} could not be made current again; call engrama_sync_vault and retry"
+        )
+    return now, revival if written.id == node.id else None
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
@@ -125,7 +161,18 @@ async def write_entity(
 
     `target` is the node to write into when the caller already chose it (an archived one, to revive it);
     `remove` names frontmatter keys to take out; `reason` is why replaced values changed (graph-only
-    writes record it in the history themselves; a note write's history comes from the reconcile)."""
+    writes record it in the history themselves; a note write's history comes from the reconcile).
+
+    When the entity's note is no longer at its recorded path, the vault is searched for its id first
+    (`vault_sync.locate`), because the watcher may not have seen the change yet:
+    - found elsewhere in the vault (moved or renamed): that path is reconciled (a move, since the old file
+      is gone) and written; the entity keeps its note and its id;
+    - found in `.trash/`: the entity is archived, and a write makes it current again (README), so the note
+      is moved back to its recorded path (or `Name 2.md` beside it when that path is taken; nothing is
+      overwritten), reconciled and written, and the result says so;
+    - found nowhere (deleted for good): the old node stays archived and a new note is created with a FRESH
+      id. Reusing the old id would give two files one id as soon as the deleted one came back (from git, a
+      sync tool, a backup), and the person's file would then lose its identity as a "copy"."""
     if not writes_notes(rt):
         return await _write_graph_only(rt, label, name, properties, observation, relations, reason, remove)
     existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
@@ -134,11 +181,66 @@ async def write_entity(
             added = await _update(rt, existing.path, properties, observation, relations, remove)
             return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
         except FileNotFoundError:
-            await rt.require_sync().sync_path(existing.path)  # the note is gone: archive, then write anew
+            pass
+        found = await _locate(rt, existing)
+        if found is not None:
+            return await _write_found(rt, existing, found, properties, observation, relations, remove)
+        await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
+        fresh = identify.new_engrama_id()
+        done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
+        gone = (
+            f"{existing.path} was deleted (it is neither in the vault nor in its trash), so this is a new "
+            "note with a new id; the old entity stays archived"
+        )
+        return replace(done, message=f"{done.message}; {gone}")
     created = existing is None or existing.status == "stub"
     node_id = existing.id if existing is not None else identify.new_engrama_id()
     name = existing.name if existing is not None else name
     return await _create(rt, node_id, label, name, properties, observation, relations, created)
+
+
+async def _locate(rt: Runtime, node: Node) -> Located | None:
+    """Where the note holding `node.id` is now (one walk of the vault, a few reads)."""
+    known = await rt.store.file_states()
+    try:
+        return await asyncio.to_thread(locate_note, rt.vault, node.id, known)
+    except VaultError as exc:
+        raise ServiceError(
+            f"{node.name!r} is no longer at {node.path}, and the vault could not be searched for it: {exc}; "
+            "nothing was written. Fix that, then try again"
+        ) from exc
+
+
+async def _write_found(
+    rt: Runtime,
+    node: Node,
+    found: Located,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    relations: Sequence[PlannedRelation],
+    remove: tuple[str, ...],
+) -> EntityWrite:
+    """Write the entity into its note where `locate_note` found it, restoring it from the trash first."""
+    assert node.path is not None
+    rel, how = found.path, f"its note had moved from {node.path}"
+    if found.in_trash:
+        try:
+            rel = await asyncio.to_thread(restore_from_trash, rt.vault, found.path, node.path)
+        except (OSError, VaultError) as exc:
+            raise ServiceError(
+                f"{node.name!r} is in the trash ({found.path}) and could not be restored: {exc}; nothing "
+                "was written. Restore it in Obsidian, then try again"
+            ) from exc
+        how = f"its note was in the trash ({found.path}) and is back at {rel}"
+    outcome = await rt.require_sync().sync_path(rel)  # the old file is gone, so this is a move
+    if outcome.action == FAILED or outcome.id != node.id:
+        raise ServiceError(
+            f"{node.name!r} now lives at {rel}, but that note could not be reconciled "
+            f"({outcome.error or outcome.action}); nothing was written. Call engrama_sync_note with this path"
+        )
+    added = await _update(rt, rel, properties, observation, relations, remove)
+    done = await _settled(rt, rel, node.id, node.label, node.name, False, added)
+    return replace(done, message=f"{done.message}; {how}")
 
 
 async def _update(

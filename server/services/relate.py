@@ -1,13 +1,23 @@
-"""`engrama_relate`: a typed edge between two entities, mirrored into the source note's `relations:`."""
+"""`engrama_relate`: a typed edge between two entities, mirrored into the source note's `relations:`.
+
+Names resolve as `engrama_remember` resolves them: the live entity, else the archived one of that label
+(forgotten, or its note deleted), else a placeholder. An archived end is made current again (the README:
+remembering something about an archived entity makes it current again), and the result says so.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from server.runtime import Runtime
-from server.services.entities import RelationSpec, plan_relations, write_entity
+from server.services.entities import RelationSpec, plan_relations, write_entity, writes_notes
 from server.services.errors import ServiceError
+from server.services.revival import plan_revival
 from server.services.schema import optional_label, require_name, require_relation, single_label
+from server.store import Node, history_sql, memory_sql
+from server.store.clock import utc_now
+
+REVIVED_BY = "made current again by engrama_relate"
 
 
 @dataclass(frozen=True)
@@ -20,6 +30,7 @@ class Related:
     target_id: str
     note_path: str | None  # the source note that holds the relation; None when only the graph was written
     message: str
+    revived: tuple[str, ...] = ()  # names of the ends that were archived and are current again
 
 
 async def relate(
@@ -34,9 +45,23 @@ async def relate(
     rel = require_relation(rt.profile, rel_type)
     source = require_name(source, "source")
     wanted = optional_label(rt.profile, source_label)
-    label, name = await _source(rt, source, wanted, rel)
+    label, name, node = await _source(rt, source, wanted, rel)
     [planned] = await plan_relations(rt, label, name, [RelationSpec(rel, target, target_label)])
-    written = await write_entity(rt, label, name, {}, None, [planned])
+    revival = await plan_revival(rt, node, {}) if node is not None and node.status == "archived" else None
+    write, remove = (revival.set, revival.remove) if revival is not None else ({}, ())
+    since = utc_now()
+    if revival is not None and node is not None and not writes_notes(rt):
+        await rt.store.write(memory_sql.revive_in_graph, node.id, since)
+    written = await write_entity(rt, label, name, write, None, [planned], target=node, remove=remove)
+    if revival is not None and node is not None and written.id == node.id and written.path is not None:
+        await rt.store.write(history_sql.annotate, node.id, [*write, *remove], since, REVIVED_BY)
+    revived = [planned.target.name] if planned.revived is not None else []
+    if revival is not None and node is not None and written.id == node.id:
+        revived.insert(0, written.name)
+    message = written.message if written.relations_created else "the relation was already recorded"
+    if revived:
+        verb = "was archived and is" if len(revived) == 1 else "were archived and are"
+        message += f"; {' and '.join(revived)} {verb} current again"
     return Related(
         created=written.relations_created > 0,
         source=written.name,
@@ -45,22 +70,28 @@ async def relate(
         target=planned.target.name,
         target_id=planned.target.id,
         note_path=written.path,
-        message=written.message if written.relations_created else "the relation was already recorded",
+        message=message,
+        revived=tuple(revived),
     )
 
 
-async def _source(rt: Runtime, name: str, label: str | None, rel: str) -> tuple[str, str]:
-    """The label and exact name of the source entity: an existing one, or what a new one would be."""
-    nodes = await rt.store.find_nodes(name, label)
+async def _source(rt: Runtime, name: str, label: str | None, rel: str) -> tuple[str, str, Node | None]:
+    """The label and exact name of the source entity and its node: the live one, else the archived one of
+    that label (of any label when the relation does not decide), else a stub; no node when it is new."""
+    nodes = await rt.store.find_nodes(name, label, include_archived=True)
     live = next((n for n in nodes if n.status == "active"), None)
     if live is not None:
-        return live.label, live.name
+        return live.label, live.name, live
     inferred = label or single_label(rt.profile.relations[rel].sources)
-    if inferred is None and nodes:
-        return nodes[0].label, nodes[0].name  # a stub: it becomes a note of its current label
-    if inferred is None:
+    if inferred is not None:
+        node = await rt.store.read(memory_sql.find_entity, inferred, name)
+        return inferred, node.name if node else (nodes[0].name if nodes else name), node
+    node = next((n for n in nodes if n.status == "archived"), None) or next(
+        (n for n in nodes if n.status == "stub"), None
+    )
+    if node is None:
         raise ServiceError(
             f"there is no entity called {name!r} yet, and {rel} may start from several labels; "
             "give source_label so it can be created (or engrama_remember it first)"
         )
-    return inferred, nodes[0].name if nodes else name
+    return node.label, node.name, node  # a stub becomes a note of its current label

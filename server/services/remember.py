@@ -9,10 +9,11 @@ from typing import Any
 from server.runtime import Runtime
 from server.services import reflect_hooks
 from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
-from server.services.entities import RelationSpec, plan_relations, write_entity, writes_notes
+from server.services.entities import PlannedRelation, RelationSpec, plan_relations, write_entity, writes_notes
 from server.services.errors import ServiceError
+from server.services.revival import Revival, plan_revival
 from server.services.schema import require_label, require_name, require_properties
-from server.store import Node, history_sql, memory_sql
+from server.store import history_sql, memory_sql
 from server.store.clock import utc_now
 
 MAX_OBSERVATION_CHARS = 20_000
@@ -49,7 +50,8 @@ async def remember(
 
     A property that already holds a different value is replaced with its old value kept as history, or
     left alone with a clarification to ask the person (`conflicts`). Updating a superseded (`valid_to` set)
-    or archived entity makes it current again. Nothing is written unless every part of the call is valid."""
+    or archived entity makes it current again, as does relating it to an archived one. Nothing is written
+    unless every part of the call is valid."""
     label = require_label(rt.profile, label)
     name = require_name(name)
     props = require_properties(properties or {})
@@ -64,12 +66,10 @@ async def remember(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
     planned = await plan_relations(rt, label, name, relations)
-    target = await rt.store.read(memory_sql.find_merge_target, label, name) or await rt.store.read(
-        memory_sql.find_archived_entity, label, name
-    )
+    target = await rt.store.read(memory_sql.find_entity, label, name)
     current = target.properties if target is not None and target.status != "stub" else {}
     plan = plan_properties(target.name if target else name, current, props, choice)
-    revival = await _revival(rt, target, plan.write) if target is not None else None
+    revival = await plan_revival(rt, target, plan.write) if target is not None else None
     write, remove = plan.write, ()
     if revival is not None:
         write, remove = {**revival.set, **write}, revival.remove
@@ -82,6 +82,8 @@ async def remember(
     )
     if written.path is not None:  # the reconcile recorded the replaced values: say why they changed
         await rt.store.write(history_sql.annotate, written.id, [*write, *remove], since, why)
+    if target is not None and written.id != target.id:
+        revival = None  # its note was deleted for good: a new entity was created, the old one stays archived
     await reflect_hooks.note_remembered(rt)
     return Remembered(
         id=written.id,
@@ -91,7 +93,7 @@ async def remember(
         path=written.path,
         relations_created=written.relations_created,
         embedded=vectors_enabled(rt),
-        message=_message(written.message, plan, revival),
+        message=_message(written.message, plan, revival, planned),
         proactive_hint=await reflect_hooks.proactive_hint(rt),
         history_kept=tuple(plan.replaced),
         clarifications=tuple(plan.clarifications),
@@ -99,43 +101,15 @@ async def remember(
     )
 
 
-@dataclass(frozen=True)
-class _Revival:
-    set: dict[str, Any]  # frontmatter keys that make the entity current again
-    remove: tuple[str, ...]  # and those to take out
-    was: str  # what it was, for the message
-
-
-async def _revival(rt: Runtime, target: Node, write: Mapping[str, Any]) -> _Revival | None:
-    """How a write makes a superseded or archived entity current again, or None when it is current.
-
-    A superseded entity loses its `valid_to`; an entity archived by `engrama_forget` (its note says
-    `status: archived`) gets back the status it had before, or none. A write that sets these keys itself
-    decides instead."""
-    set_: dict[str, Any] = {}
-    remove: list[str] = []
-    was: list[str] = []
-    if target.valid_to is not None and "valid_to" not in write:
-        remove.append("valid_to")
-        was.append(f"superseded since {target.valid_to[:10]}")
-    if target.status == "archived":
-        was.append("archived")
-        status = target.properties.get("status")
-        if isinstance(status, str) and status.strip().casefold() == "archived" and "status" not in write:
-            before = await rt.store.read(history_sql.previous_value, target.id, "status", "archived")
-            if before is None:
-                remove.append("status")
-            else:
-                set_["status"] = before
-    if not was:
-        return None
-    return _Revival(set_, tuple(remove), " and ".join(was))
-
-
-def _message(base: str, plan: PropertyPlan, revival: _Revival | None) -> str:
+def _message(
+    base: str, plan: PropertyPlan, revival: Revival | None, relations: Sequence[PlannedRelation]
+) -> str:
     parts = [base]
     if revival is not None:
         parts.append(f"it was {revival.was} and is current again")
+    for relation in relations:
+        if relation.revived is not None:
+            parts.append(f"{relation.target.name} was {relation.revived} and is current again")
     if plan.replaced:
         parts.append(f"the previous value of {', '.join(plan.replaced)} is kept as history")
     for ask in plan.clarifications:

@@ -57,6 +57,19 @@ def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
     return None if row is None else row_to_node(row)
 
 
+def find_entity(conn: Any, label: str, name: str) -> Node | None:
+    """The node a tool write of `label` + `name` reaches, or None when the entity is new.
+
+    The live entity (`find_merge_target`); else the archived one of that label, which the write makes
+    current again (`services.revival`); else a stub of that name, which the write turns into the note.
+    An archived entity comes before a stub: a stub only stands for a name, and reviving the entity lets
+    its note absorb the stub instead of becoming a second entity beside the archived one."""
+    found = find_merge_target(conn, label, name)
+    if found is not None and found.status != "stub":
+        return found
+    return find_archived_entity(conn, label, name) or found
+
+
 def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
     """Make an archived or superseded node current again (graph-only writes)."""
     conn.execute(
@@ -68,26 +81,30 @@ def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
 
 def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
     """Which of the nodes called by a name a relation should reach: a live one of `label`, else any live
-    one (a wikilink would reach it too), else a stub."""
+    one (a wikilink would reach it too), else an archived one of `label` (of any label when none is
+    wanted), which the caller revives, else a stub."""
     live = [n for n in candidates if n.status == "active"]
     preferred = next((n for n in live if n.label == label), None) if label else None
-    return preferred or (live[0] if live else next((n for n in candidates if n.status == "stub"), None))
+    if preferred or live:
+        return preferred or live[0]
+    archived = next((n for n in candidates if n.status == "archived" and label in (None, n.label)), None)
+    return archived or next((n for n in candidates if n.status == "stub"), None)
 
 
 def preview_target(conn: Any, name: str, label: str | None) -> tuple[Node | None, str]:
     """The node `ensure_target` would pick (None: it would create a stub) and the label it would have."""
-    node = _choose_target(find_nodes(conn, name), label)
+    node = _choose_target(find_nodes(conn, name, include_archived=True), label)
     if node is None:
         return None, label or STUB_LABEL
-    return node, node.label if node.status == "active" else (label or node.label)
+    return node, node.label if node.status != "stub" else (label or node.label)
 
 
 def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[Node, bool]:
     """The node a relation to `name` points at, created as a stub when nothing is called that yet.
 
     A stub takes `label` (it is only a name until its note appears, and then the note's own type wins).
-    Returns (node, created)."""
-    node = _choose_target(find_nodes(conn, name), label)
+    An archived node is returned as it is: the caller makes it current again. Returns (node, created)."""
+    node = _choose_target(find_nodes(conn, name, include_archived=True), label)
     if node is not None:
         if node.status == "stub" and label is not None and node.label != label:
             conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (label, now, node.id))

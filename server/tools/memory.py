@@ -66,6 +66,9 @@ class Related(BaseModel):
     edge: Edge
     note_path: str | None = Field(description="the source note holding the relation; null for graph-only")
     message: str
+    revived: list[str] = Field(
+        default=[], description="names of the ends that were archived (forgotten) and are current again"
+    )
 
 
 def register(mcp: MCPServer) -> None:
@@ -131,8 +134,9 @@ def register(mcp: MCPServer) -> None:
         ] = None,
     ) -> Related:
         """Record a typed relation between two entities, e.g. project USES technology. Call it when the
-        person states how two things are connected. Missing entities are created; the relation is written
-        into the source entity's note (its `relations:` frontmatter) so it shows in Obsidian."""
+        person states how two things are connected. Missing entities are created, forgotten ones made
+        current again; the relation is written into the source entity's note (its `relations:`
+        frontmatter) so it shows in Obsidian."""
         with tool_errors():
             done = await relate(runtime(ctx), source, rel_type, target, source_label, target_label)
         return Related(
@@ -146,4 +150,5 @@ def register(mcp: MCPServer) -> None:
             ),
             note_path=done.note_path,
             message=done.message,
+            revived=list(done.revived),
         )

@@ -1,0 +1,241 @@
+"""A tool write right after the person moved, renamed, trashed or deleted a note, or after `engrama_forget`,
+keeps one note and one identity per entity (issue 12, items 2 and 3).
+
+In process: a real vault and database, no watcher, so every tool call lands "at once" after the person's
+change, before any reconcile has seen it. The stdio end-to-end repros are in test_identity_stdio.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from server.runtime import Runtime, open_runtime
+from server.services.entities import RelationSpec
+from server.services.forget import forget
+from server.services.relate import relate
+from server.services.remember import remember
+from server.settings import Settings
+from server.store import Node
+from vault_sync.identify import read_id
+from vault_sync.locate import Located, candidate_paths, locate_note
+from vault_sync.model import FileState
+from vault_sync.scan import StatEntry
+from vault_sync.writer import restore_from_trash
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as runtime:
+        yield runtime
+
+
+def move(vault: Path, old: str, new: str) -> None:
+    """What Obsidian's file explorer does: one rename, folders made as needed (size and mtime kept)."""
+    (vault / new).parent.mkdir(parents=True, exist_ok=True)
+    os.rename(vault / old, vault / new)
+
+
+def ids_in_vault(vault: Path) -> dict[str, str | None]:
+    """Every note of the vault (its trash too) and the id it holds."""
+    return {p.relative_to(vault).as_posix(): read_id(p.read_bytes()) for p in sorted(vault.rglob("*.md"))}
+
+
+async def entities(rt: Runtime, label: str, name: str) -> list[Node]:
+    return [n for n in await rt.store.find_nodes(name, label, include_archived=True) if n.name == name]
+
+
+async def rebuilt(vault: Path, tmp_path: Path, label: str, name: str) -> list[Node]:
+    """The entities called `name` in a graph rebuilt from the vault alone (a new database)."""
+    settings = Settings(vault=vault, db_path=tmp_path / "rebuilt.db", watch=False)
+    async with open_runtime(settings) as fresh:
+        report = await fresh.require_sync().sync_vault()
+        assert not report.errors
+        return await entities(fresh, label, name)
+
+
+# --- item 2: moved, renamed, trashed, deleted ---------------------------------------------------------------
+
+
+async def test_a_note_moved_just_before_remember_keeps_its_id_and_takes_the_observation(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "First seen in the design review.")
+    move(vault, "Concepts/Topic.md", "Archive/Topic.md")
+    done = await remember(rt, "Concept", "Topic", {}, "Came up again in the retro.")
+    assert (done.id, done.created, done.path) == (made.id, False, "Archive/Topic.md")
+    assert "moved from Concepts/Topic.md" in done.message
+    assert ids_in_vault(vault) == {"Archive/Topic.md": made.id}  # no new file in Concepts/
+    text = (vault / "Archive/Topic.md").read_text(encoding="utf-8")
+    assert "First seen in the design review." in text and "Came up again in the retro." in text
+    assert [(n.id, n.status, n.path) for n in await entities(rt, "Concept", "Topic")] == [
+        (made.id, "active", "Archive/Topic.md")
+    ]
+    assert [(n.id, n.status) for n in await rebuilt(vault, tmp_path, "Concept", "Topic")] == [
+        (made.id, "active")
+    ]
+
+
+async def test_a_note_renamed_just_before_relate_takes_the_relation(rt: Runtime, vault: Path) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "An idea.")
+    move(vault, "Concepts/Topic.md", "Concepts/Subject.md")
+    done = await relate(rt, "Topic", "RELATED_TO", "Other", target_label="Concept")
+    assert (done.source_id, done.note_path, done.created) == (made.id, "Concepts/Subject.md", True)
+    assert ids_in_vault(vault) == {"Concepts/Subject.md": made.id}
+    assert '"[[Other]]"' in (vault / "Concepts/Subject.md").read_text(encoding="utf-8")
+    node = await rt.store.get_node(made.id)
+    assert node is not None and (node.status, node.path) == ("active", "Concepts/Subject.md")
+
+
+async def test_a_trashed_note_comes_back_when_remembered_and_stays_one_entity_after_a_rebuild(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {"summary": "kept"}, "Before the trash.")
+    move(vault, "Concepts/Topic.md", ".trash/Topic.md")
+    done = await remember(rt, "Concept", "Topic", {}, "After the trash.")
+    assert (done.id, done.path) == (made.id, "Concepts/Topic.md")
+    assert "trash" in done.message and "back at Concepts/Topic.md" in done.message
+    assert ids_in_vault(vault) == {"Concepts/Topic.md": made.id}  # out of the trash: nothing to restore
+    text = (vault / "Concepts/Topic.md").read_text(encoding="utf-8")
+    assert "Before the trash." in text and "After the trash." in text and "summary: kept" in text
+    assert [(n.id, n.status) for n in await entities(rt, "Concept", "Topic")] == [(made.id, "active")]
+    assert [(n.id, n.status) for n in await rebuilt(vault, tmp_path, "Concept", "Topic")] == [
+        (made.id, "active")
+    ]
+
+
+async def test_a_trashed_note_the_watcher_already_archived_is_revived_from_the_trash(
+    rt: Runtime, vault: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "Before the trash.")
+    move(vault, "Concepts/Topic.md", ".trash/Topic.md")
+    await rt.require_sync().sync_path("Concepts/Topic.md")  # the watcher saw it go: archived
+    done = await remember(rt, "Concept", "Topic", {}, "After the trash.")
+    assert (done.id, done.path, done.revived) == (made.id, "Concepts/Topic.md", True)
+    assert ids_in_vault(vault) == {"Concepts/Topic.md": made.id}
+    assert [(n.id, n.status) for n in await entities(rt, "Concept", "Topic")] == [(made.id, "active")]
+
+
+async def test_a_note_deleted_for_good_is_written_anew_with_a_fresh_id(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "Old words.")
+    kept = (vault / "Concepts/Topic.md").read_bytes()
+    (vault / "Concepts/Topic.md").unlink()
+    done = await remember(rt, "Concept", "Topic", {}, "New words.")
+    assert done.id != made.id and done.created and not done.revived and "new id" in done.message
+    assert ids_in_vault(vault) == {"Concepts/Topic.md": done.id}
+    old = await rt.store.get_node(made.id)
+    assert old is not None and old.status == "archived"
+    # The deleted note comes back (git, a sync tool, a backup): it keeps its own id, and so does the new one.
+    (vault / "Restored").mkdir()
+    (vault / "Restored/Topic.md").write_bytes(kept)
+    await rt.require_sync().sync_vault()
+    assert ids_in_vault(vault) == {"Concepts/Topic.md": done.id, "Restored/Topic.md": made.id}
+    assert (vault / "Restored/Topic.md").read_bytes() == kept
+
+
+# --- item 3: relate after forget ----------------------------------------------------------------------------
+
+
+async def test_relate_from_a_forgotten_entity_revives_it_and_a_later_remember_updates_its_note(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    (vault / "Ideas").mkdir()
+    (vault / "Ideas/Topic.md").write_bytes(b"---\ntype: Concept\n---\nMy own words.\n")  # not in Concepts/
+    made = await rt.require_sync().sync_path("Ideas/Topic.md")
+    await forget(rt, "Topic")
+    done = await relate(rt, "Topic", "RELATED_TO", "Other", source_label="Concept", target_label="Concept")
+    assert (done.source_id, done.note_path, done.revived) == (made.id, "Ideas/Topic.md", ("Topic",))
+    assert "current again" in done.message
+    text = (vault / "Ideas/Topic.md").read_text(encoding="utf-8")
+    assert "status:" not in text and '"[[Other]]"' in text  # the forget is undone in the note itself
+    again = await remember(rt, "Concept", "Topic", {}, "Still relevant.")
+    assert (again.id, again.created, again.path) == (made.id, False, "Ideas/Topic.md")
+    assert "Still relevant." in (vault / "Ideas/Topic.md").read_text(encoding="utf-8")
+    assert not (vault / "Concepts/Topic.md").exists()
+    assert [(n.id, n.status) for n in await entities(rt, "Concept", "Topic")] == [(made.id, "active")]
+    assert [(n.id, n.status) for n in await rebuilt(vault, tmp_path, "Concept", "Topic")] == [
+        (made.id, "active")
+    ]
+
+
+async def test_relate_without_a_source_label_finds_the_forgotten_entity(rt: Runtime, vault: Path) -> None:
+    made = await remember(rt, "Concept", "Topic", {"status": "draft"}, "An idea.")
+    await forget(rt, "Topic")
+    done = await relate(rt, "Topic", "RELATED_TO", "Other", target_label="Concept")
+    assert (done.source_id, done.revived) == (made.id, ("Topic",))
+    assert "status: draft" in (vault / "Concepts/Topic.md").read_text(encoding="utf-8")  # as before forget
+
+
+async def test_relate_to_a_forgotten_entity_revives_it_instead_of_making_a_placeholder(
+    rt: Runtime, vault: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "An idea.")
+    await forget(rt, "Topic")
+    done = await relate(rt, "Other", "RELATED_TO", "Topic", source_label="Concept")
+    assert (done.target_id, done.revived) == (made.id, ("Topic",))
+    assert [(n.id, n.status) for n in await rt.store.find_nodes("Topic", include_archived=True)] == [
+        (made.id, "active")
+    ]
+    assert "status:" not in (vault / "Concepts/Topic.md").read_text(encoding="utf-8")
+    again = await remember(rt, "Concept", "Topic", {}, "Back in use.")
+    assert (again.id, again.path) == (made.id, "Concepts/Topic.md")
+
+
+async def test_a_relation_in_remember_revives_a_forgotten_target_and_says_so(rt: Runtime) -> None:
+    made = await remember(rt, "Technology", "SQLite", {}, "Embedded database.")
+    await forget(rt, "SQLite")
+    done = await remember(rt, "Project", "Engrama", {}, None, [RelationSpec("USES", "SQLite")])
+    assert "SQLite was archived and is current again" in done.message
+    node = await rt.store.get_node(made.id)
+    assert node is not None and node.status == "active"
+    assert [n.id for n in await rt.store.find_nodes("SQLite", include_archived=True)] == [made.id]
+
+
+# --- the parts: locate and restore ----------------------------------------------------------------------------
+
+
+def test_locate_reads_only_notes_the_graph_has_not_seen_as_they_are() -> None:
+    node_id = "3f2c9a8e-0000-4000-8000-000000000001"
+    known = {
+        "A.md": FileState("A.md", 10, 100, "x", "other-id"),  # as recorded: not read
+        "B.md": FileState("B.md", 10, 100, "x", "other-id"),  # changed since: read
+        "C.md": FileState("C.md", 10, 100, "x", node_id),  # recorded under this id: read
+    }
+    entries = [
+        StatEntry("A.md", 10, 100),
+        StatEntry("B.md", 11, 100),
+        StatEntry("C.md", 10, 100),
+        StatEntry("New.md", 5, 50),  # unknown: read, and first (older)
+    ]
+    assert candidate_paths(entries, known, node_id) == ["New.md", "B.md", "C.md"]
+
+
+def test_locate_finds_a_moved_note_in_the_vault_before_one_in_the_trash(vault: Path) -> None:
+    node_id = "3f2c9a8e-0000-4000-8000-000000000002"
+    note = f"---\nengrama_id: {node_id}\n---\nBody.\n".encode()
+    (vault / ".trash").mkdir()
+    (vault / ".trash/Topic.md").write_bytes(note)
+    assert locate_note(vault, node_id, {}) == Located(".trash/Topic.md", in_trash=True)
+    (vault / "Archive").mkdir()
+    (vault / "Archive/Topic.md").write_bytes(note)
+    (vault / "Other.md").write_bytes(f"mentions {node_id} in its body only\n".encode())
+    assert locate_note(vault, node_id, {}) == Located("Archive/Topic.md", in_trash=False)
+    assert locate_note(vault, "3f2c9a8e-0000-4000-8000-00000000dead", {}) is None
+
+
+def test_restoring_from_the_trash_never_overwrites_a_note(vault: Path) -> None:
+    (vault / ".trash").mkdir()
+    (vault / ".trash/Topic.md").write_bytes(b"the trashed note\n")
+    (vault / "Concepts").mkdir()
+    (vault / "Concepts/Topic.md").write_bytes(b"a new note the person wrote since\n")
+    assert restore_from_trash(vault, ".trash/Topic.md", "Concepts/Topic.md") == "Concepts/Topic 2.md"
+    assert (vault / "Concepts/Topic.md").read_bytes() == b"a new note the person wrote since\n"
+    assert (vault / "Concepts/Topic 2.md").read_bytes() == b"the trashed note\n"
+    assert not (vault / ".trash/Topic.md").exists()
+    (vault / ".trash/Gone.md").write_bytes(b"x\n")
+    assert restore_from_trash(vault, ".trash/Gone.md", "New folder/Gone.md") == "New folder/Gone.md"
