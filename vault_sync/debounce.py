@@ -24,7 +24,9 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from vault_sync.errors import VaultError
+from vault_sync.paths import classify
 from vault_sync.reconcile import VaultSync
+from vault_sync.scan import Presence, presence
 from vault_sync.watch import FOLDER, NOTE, Change, VaultWatcher
 
 log = logging.getLogger(__name__)
@@ -129,7 +131,7 @@ class LiveReconciler:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._come_backs: set[asyncio.TimerHandle] = set()
+        self._come_backs: dict[str, asyncio.TimerHandle] = {}  # one timer per path, the latest wins
         sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet
 
     @property
@@ -153,7 +155,7 @@ class LiveReconciler:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        for handle in self._come_backs:
+        for handle in self._come_backs.values():
             handle.cancel()
         self._come_backs.clear()
         if self._task is not None:
@@ -217,11 +219,12 @@ class LiveReconciler:
         """Reconcile `rel` again in `delay` seconds (the sync deferred writing its id line until then)."""
 
         def due() -> None:
-            self._come_backs.discard(handle)
+            self._come_backs.pop(rel, None)
             self.changed([(NOTE, rel)])
 
-        handle = asyncio.get_running_loop().call_later(delay, due)
-        self._come_backs.add(handle)
+        if (earlier := self._come_backs.pop(rel, None)) is not None:
+            earlier.cancel()
+        self._come_backs[rel] = asyncio.get_running_loop().call_later(delay, due)
         self._on_update()
 
     def request_full_pass(self, reason: str) -> None:
@@ -273,15 +276,27 @@ class LiveReconciler:
     async def _sync_note(self, rel: str) -> None:
         outcome = await self.sync.sync_path(rel)
         log.debug("%s: %s", rel, outcome.action)
+        if classify(rel) == "conflict":  # listed for the person while it is there (engrama_status)
+            await self.sync.note_conflict_copy(rel)
 
     async def _sync_folder(self, rel: str) -> None:
-        """Reconcile everything under a folder that appeared, vanished, or was renamed."""
-        if (self.sync.root / rel).is_dir():
+        """Reconcile everything under a folder that appeared, vanished, or was renamed.
+
+        Only a folder that is really gone archives the notes the graph knew in it (each one checked again by
+        `VaultSync._archive`): a folder that is there but cannot be listed, or a vault root that went away
+        (an unplugged drive), leaves them as they were."""
+        seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
+        if seen.state == "there":
             try:
                 await self.sync.sync_vault(folder=rel)
                 return
-            except VaultError:
-                pass  # gone again (or hidden) since the event: reconcile what the graph knew under it
+            except VaultError as exc:  # gone again since the look, or it cannot be listed after all
+                seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
+                if seen.state == "there":
+                    seen = Presence("unseen", str(exc))
+        if seen.state == "unseen":
+            log.warning("the notes in folder %s are left as they were: %s", rel, seen.reason)
+            return
         known = await self.sync.graph.file_states()
         for path in sorted(p for p in known if _under(rel, p)):
             await self.sync.sync_path(path)
