@@ -8,6 +8,8 @@ may write into notes. Every other process on the same vault and database is a fo
 the shared database, never touches a file (`rt.sync.writable = False`), and retries the lease every second,
 so when the holder exits — even by SIGKILL, which releases the OS lock — a follower takes over within a few
 seconds: it becomes writable, starts the watcher and runs a catch-up reconcile of the whole vault.
+The holder also applies the writes followers accepted (`server.services.outbox`): at once when it takes the
+lease, then every second, in a task of its own.
 
 Entering the context never waits for a reconcile: the catch-up pass runs in the background while MCP
 `initialize` is answered, and `rt.state` tells `engrama_status` how far it got:
@@ -29,7 +31,8 @@ from typing import Literal
 
 import anyio
 
-from server.runtime import Runtime
+from server.runtime import Runtime, remove_leftovers
+from server.services.outbox import drain
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
 
@@ -58,6 +61,8 @@ class LiveSync:
         self._storm_threshold = storm_threshold
         self._retry = retry
         self._supervisor: asyncio.Task[None] | None = None
+        self._outbox: asyncio.Task[None] | None = None  # the holder's drain of writes other processes queued
+        self._outbox_due = asyncio.Event()
         self._running = False
         self._last_error: str | None = None
 
@@ -96,6 +101,11 @@ class LiveSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
             self._supervisor = None
+        if self._outbox is not None:  # a row cut short stays queued; the next holder applies it again
+            self._outbox.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._outbox
+            self._outbox = None
         if self.reconciler is not None:
             await self.reconciler.stop()
             self.reconciler = None
@@ -111,6 +121,9 @@ class LiveSync:
 
     async def _become_holder(self) -> None:
         assert self.rt.sync is not None
+        # The only writer now: temp files of a writer killed mid-edit are nobody's any more. Removed before
+        # this process writes anything, off the event loop (it walks the vault's folders).
+        await remove_leftovers(self.rt.sync.root)
         self.rt.sync.writable = True
         self.reconciler = LiveReconciler(
             self.rt.sync,
@@ -120,6 +133,20 @@ class LiveSync:
             on_update=self._publish,
         )
         await self.reconciler.start()
+        self._outbox_due.set()  # drain at once what followers queued while nobody held the lease
+        self._outbox = asyncio.create_task(self._drain_outbox(), name="engrama-outbox")
+
+    async def _drain_outbox(self) -> None:
+        """Apply the writes other processes queued, whenever the supervisor says it is time (every tick).
+
+        A task of its own, so a long backlog never delays the lease upkeep."""
+        while True:
+            await self._outbox_due.wait()
+            self._outbox_due.clear()
+            try:
+                await drain(self.rt)
+            except Exception:  # the outermost handler of a task that must outlive any one failure
+                log.exception("applying queued writes failed; retrying in %.0f s", self._retry)
 
     async def _supervise(self) -> None:
         """Followers retry the lease; the holder keeps its watcher alive. Once per `retry` seconds, cheaply."""
@@ -132,6 +159,7 @@ class LiveSync:
                         await self._become_holder()
                 else:
                     self.reconciler.tick()
+                    self._outbox_due.set()
             except OSError as exc:  # e.g. a read-only data folder; try again next tick, say so once
                 if str(exc) != self._last_error:
                     log.warning("cannot take the vault lease %s: %s; retrying", self.lease.path, exc)

@@ -10,6 +10,9 @@ from typing import Any
 from server import __version__
 from server.embeddings.worker import current_search_status
 from server.runtime import Runtime
+from server.store import outbox_sql
+from server.store.outbox_sql import OutboxSummary
+from vault_sync.attention import ATTENTION_KEY, Attention
 
 
 async def build_status(rt: Runtime) -> dict[str, Any]:
@@ -18,17 +21,19 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     status: dict[str, Any] = {
         "version": __version__,
         "backend": {"name": "sqlite", "ok": True, "node_count": node_count, "db_path": str(rt.store.path)},
-        "vault": _vault_status(rt, counts),
+        "vault": _vault_status(rt, counts, await rt.store.read(outbox_sql.summary)),
         "search": current_search_status(rt),
         "profile": {"name": rt.profile.name, "modules": list(rt.profile.modules)},
     }
+    if rt.settings.vault is not None and (attention := await _vault_attention(rt)):
+        status["vault"]["attention"] = attention  # what the syncs found for the person to look at
     embedder = rt.state.get("embedder_status")
     if isinstance(embedder, dict):
         status["embedder"] = embedder
     return status
 
 
-def _vault_status(rt: Runtime, counts: dict[str, int]) -> dict[str, Any]:
+def _vault_status(rt: Runtime, counts: dict[str, int], outbox: OutboxSummary) -> dict[str, Any]:
     if rt.settings.vault is None:
         return {"configured": False}
     vault: dict[str, Any] = {
@@ -41,4 +46,21 @@ def _vault_status(rt: Runtime, counts: dict[str, int]) -> dict[str, Any]:
     last = rt.state.get("last_reconcile_at")
     if last:
         vault["last_reconcile_at"] = last
+    vault["outbox"] = _outbox_status(outbox)
     return vault
+
+
+def _outbox_status(outbox: OutboxSummary) -> dict[str, Any]:
+    """Writes accepted by a process without the vault's lease that the lease holder has not written yet."""
+    status: dict[str, Any] = {"waiting": outbox.waiting}
+    if outbox.oldest_queued_at is not None:
+        status["oldest_age_seconds"] = round(outbox_sql.age_seconds(outbox.oldest_queued_at))
+    if outbox.error is not None:
+        status["failing"] = outbox.failing
+        status["error"] = outbox.error
+    return status
+
+
+async def _vault_attention(rt: Runtime) -> dict[str, Any]:
+    """Archiving held back, conflict copies, notes not downloaded: kept by the last syncs (any process)."""
+    return Attention.from_json(await rt.store.get_meta(ATTENTION_KEY)).as_status()

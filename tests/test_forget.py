@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -247,18 +248,28 @@ async def test_the_tool_archives_by_default_and_purges_when_asked(settings: Sett
         assert "engrama_search" in await call_error(client, "engrama_forget", {"name": "Harbor"})
 
 
-async def test_a_follower_refuses_to_delete_a_note(settings: Settings) -> None:
+async def test_a_followers_forget_reaches_the_note_through_the_lease_holder(settings: Settings) -> None:
     watching = Settings(vault=settings.vault, db_path=settings.db_path, watch=True)
+    vault = settings.vault
+    assert vault is not None
     async with Client(create_server(watching)) as holder, Client(create_server(watching)) as follower:
         await call_ok(holder, "engrama_sync_vault", {})
-        message = await call_error(
+        purged = await call_ok(
             follower, "engrama_forget", {"name": "Harbor", "mode": "purge", "delete_note": True}
         )
-        assert "lease" in message and "nothing was purged" in message
-        assert (settings.vault / "Projects/Harbor.md").exists()  # type: ignore[operator]
+        assert purged["status"] == "purged" and "queued to move to .trash" in purged["message"]
         done = await call_ok(follower, "engrama_forget", {"name": "SQLite"})
-        assert done["status"] == "archived" and "graph only" in done["message"]
-        assert b"archived" not in (settings.vault / "Technologies/SQLite.md").read_bytes()  # type: ignore[operator]
+        assert done["status"] == "archived" and "queued" in done["message"]
+        await eventually(lambda: (vault / ".trash/Harbor.md").exists())
+        await eventually(lambda: b"status: archived" in (vault / "Technologies/SQLite.md").read_bytes())
+    assert not (vault / "Projects/Harbor.md").exists()
+
+
+async def eventually(check: Any, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "not done within the deadline"
+        await asyncio.sleep(0.05)
 
 
 async def test_purge_withdraws_the_pending_insights_that_name_the_entity(rt: Runtime) -> None:

@@ -192,3 +192,20 @@ def test_removing_a_key_below_a_keep_chomped_block_takes_its_blank_lines_along()
     plain = b"---\nstatus: draft\nvalid_to: 2026-01-01\n\ntitle: Plan\n---\n"
     out = update_note(plain, properties={}, observation=None, today="2026-11-21", remove=["valid_to"])
     assert out == b"---\nstatus: draft\n\ntitle: Plan\n---\n"
+
+
+def test_the_same_observation_is_appended_once_a_day_even_among_later_lines() -> None:
+    # A queued write replayed after a crash finds its bullet, now followed by the person's later lines.
+    once = update_note(
+        b"---\r\na: 1\r\n---\r\nbody\r\n", properties={}, observation="Met Ana", today="2026-11-21"
+    )
+    edited = once + b"- 2026-11-21: something else\r\nmore text\r\n"
+    assert update_note(edited, properties={}, observation="Met Ana", today="2026-11-21") == edited
+
+
+def test_an_observation_that_only_begins_a_longer_one_is_still_appended() -> None:
+    longer = update_note(b"# T\n", properties={}, observation="Met Ana\nin Oslo", today="2026-11-21")
+    assert longer == b"# T\n- 2026-11-21: Met Ana\n  in Oslo\n"
+    out = update_note(longer, properties={}, observation="Met Ana", today="2026-11-21")
+    assert out == longer + b"- 2026-11-21: Met Ana\n"
+    assert update_note(out, properties={}, observation="Met Ana\nin Oslo", today="2026-11-21") == out

@@ -14,6 +14,7 @@ from server.services.errors import RelationNotAllowed, ServiceError, UnknownLabe
 from server.services.relate import relate
 from server.services.remember import remember
 from server.settings import Settings
+from server.store import outbox_sql
 from vault_sync.identify import read_id
 from vault_sync.report import UNCHANGED
 
@@ -140,13 +141,15 @@ async def test_an_unsynced_note_of_the_same_entity_is_merged_not_duplicated(rt: 
     assert sorted(p.name for p in (vault / "Projects").iterdir()) == ["Atlas.md"]
 
 
-async def test_a_follower_writes_the_graph_only_and_says_so(rt: Runtime, vault: Path) -> None:
+async def test_a_follower_writes_the_graph_and_queues_the_note(rt: Runtime, vault: Path) -> None:
     rt.require_sync().writable = False
     done = await remember(
         rt, "Project", "Engrama", {"status": "active"}, "Noted.", [RelationSpec("USES", "SQLite")]
     )
-    assert done.path is None and "graph only" in done.message and done.relations_created == 1
-    assert list(vault.iterdir()) == []
+    assert done.path is None and "queued" in done.message and done.relations_created == 1
+    assert "a new note in Projects/" in done.message
+    assert list(vault.iterdir()) == []  # the lease holder writes it (tests/test_outbox.py)
+    assert (await rt.store.read(outbox_sql.summary)).waiting == 1
     node = await rt.store.get_node(done.id)
     assert node is not None and node.properties["observations"][0].endswith("Noted.")
     assert [n.node.name for n in (await context(rt, "Engrama")).neighbours] == ["SQLite"]

@@ -162,11 +162,26 @@ def _past_blank_lines(text: str, at: int) -> int:
 
 
 def _append_observation(data: bytes, bullet: str) -> bytes:
-    """`data` with `bullet` appended at the end, in the file's newline style, unless the body has it."""
+    """`data` with `bullet` appended at the end, in the file's newline style, unless the body has it.
+
+    So writing the same observation again on the same day changes nothing: the lease holder replays a queued
+    write after a crash between the note write and the end of the queue entry (`server.services.outbox`)."""
     span, _ = read_frontmatter(data)
     body = data[span.end if span else 0 :].decode("utf-8").replace("\r\n", "\n")
-    if ("\n" + body + "\n").find("\n" + bullet) >= 0:
+    if _has_item(body, bullet):
         return data
     newline = file_newline(data)
     prefix = b"" if not data or data.endswith(b"\n") else newline
     return data + prefix + bullet.replace("\n", newline.decode()).encode("utf-8")
+
+
+def _has_item(body: str, bullet: str) -> bool:
+    """True when the list item `bullet` (its continuation lines included) is in `body` as a whole item, not
+    as the first lines of a longer one (`- day: a` is not in `- day: a` + `  b`)."""
+    text = "\n" + body + ("" if body.endswith("\n") else "\n")
+    at = text.find("\n" + bullet)
+    while at >= 0:
+        if text[at + 1 + len(bullet) : at + 2 + len(bullet)] not in (" ", "\t"):
+            return True
+        at = text.find("\n" + bullet, at + 1)
+    return False

@@ -51,6 +51,19 @@ def _human(status: dict[str, Any]) -> str:
         f"profile:  {profile['name']}"
         + (f" + {', '.join(profile['modules'])}" if profile["modules"] else ""),
     ]
+    outbox = vault.get("outbox") or {}
+    if outbox.get("waiting"):
+        lines.append(
+            f"outbox:   {outbox['waiting']} write(s) waiting for the lease holder, oldest "
+            f"{outbox.get('oldest_age_seconds', 0)} s"
+            + (f" (last error: {outbox['error']})" if outbox.get("error") else "")
+        )
+    attention = vault.get("attention") or {}
+    if attention.get("archive_held_back"):
+        lines.append(f"archive:  held back: {attention['archive_hint']}")
+    lines.extend(f"conflict: {c['path']}: {c['what_to_do']}" for c in attention.get("conflict_copies", []))
+    if attention.get("not_downloaded"):
+        lines.append(f"cloud:    {attention['not_downloaded']} note(s) not downloaded, left as they were")
     if "embedder" in status:
         e = status["embedder"]
         lines.append(f"embedder: {e.get('provider')} {e.get('model') or ''}".rstrip())

@@ -35,6 +35,7 @@ from server.reflect.records import (
     record_dismissal,
     record_missing_decisions,
     restore_decisions,
+    writable_sync,
 )
 from server.reflect.values import (
     EntityRef,
@@ -46,10 +47,11 @@ from server.reflect.values import (
 )
 from server.reflect.writeback import write_back
 from server.runtime import Runtime
-from server.store import insights_sql
+from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
 from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow, Proposal
 from vault_sync.errors import VaultError
+from vault_sync.outbox import InsightRecord
 
 __all__ = [
     "PATTERN_NAMES",
@@ -82,6 +84,10 @@ HINT_AFTER_REMEMBERS = 10
 MAX_PER_PATTERN = 25
 _ACTIONS = {"approve": APPROVED, "approved": APPROVED, "dismiss": DISMISSED, "dismissed": DISMISSED}
 _WORD = re.compile(r"\w+")
+QUEUED_RECORD = (
+    "the decision holds now; its vault record is queued: another engrama-vault process (another MCP client's "
+    "server) holds this vault's lease and writes it within about a second"
+)
 
 
 async def reflect(rt: Runtime, patterns: Sequence[str] | None = None) -> ReflectResult:
@@ -172,17 +178,32 @@ async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDe
     if wanted is None:
         raise InsightError(f"unknown action {action!r}; use 'approve' or 'dismiss'")
     row = await _get(rt, insight_id)
+    queue = rt.sync is not None and writable_sync(rt) is None  # another process holds the vault's lease
     if row.status == PENDING:
-        await rt.store.write(insights_sql.set_status, row.id, wanted, utc_now())
+        if queue:  # the decision and its queued vault record commit together (the outbox)
+            await rt.store.write(outbox_sql.decide_and_queue, row.id, wanted, utc_now())
+        else:
+            await rt.store.write(insights_sql.set_status, row.id, wanted, utc_now())
         row = await _get(rt, insight_id)
     elif row.status != wanted:
         raise InsightAlreadyDecided(_reversal_message(row))
+    if queue:
+        return InsightDecision(row.id, row.status, QUEUED_RECORD)
     try:
-        await (record_approval(rt, row) if wanted == APPROVED else record_dismissal(rt, row))
+        where = await (record_approval(rt, row) if wanted == APPROVED else record_dismissal(rt, row))
     except VaultError as exc:
-        # The decision holds in the database; only its vault record (what survives a rebuild) is missing.
+        # The decision holds in the database; its vault record (what survives a rebuild) is retried through
+        # the outbox by the lease holder.
         log.warning("insight %s is %s, but recording it in the vault failed: %s", row.id, row.status, exc)
-    return InsightDecision(row.id, row.status)
+        await rt.store.write(outbox_sql.enqueue, InsightRecord(row.id), utc_now())
+        return InsightDecision(
+            row.id,
+            row.status,
+            f"{row.status}; recording it in the vault failed ({exc}), "
+            "and is tried again (engrama_status shows writes still waiting)",
+        )
+    recorded = f"; recorded in the vault in {where}" if where else ""
+    return InsightDecision(row.id, row.status, f"{row.status}{recorded}")
 
 
 def _reversal_message(row: InsightRow) -> str:

@@ -51,10 +51,11 @@ class InsightView:
 
 @dataclass(frozen=True)
 class InsightDecision:
-    """The status an insight has after approve/dismiss."""
+    """The status an insight has after approve/dismiss, and where its vault record is (or that it is queued)."""
 
     id: str
     status: str
+    message: str = ""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from vault_sync import identify
 from vault_sync.errors import MalformedNote, VaultError
 from vault_sync.locate import Located, locate_note
 from vault_sync.notes import note_filename, render_new_note, update_note
+from vault_sync.outbox import QueuedRelation
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
 from vault_sync.writer import NoteExists, create_note, edit_note, restore_from_trash
@@ -347,20 +348,36 @@ async def _write_graph_only(
     reason: str,
     remove: tuple[str, ...],
 ) -> EntityWrite:
-    now = utc_now()
-    node_id, created = await rt.store.write(
-        memory_sql.remember_in_graph, label, name, dict(properties), observation, now, reason, remove
+    """Write the graph; when a vault exists (another process holds its lease), queue the note write for the
+    lease holder in the same transaction (the outbox, `server.services.outbox`), so it reaches the vault."""
+    queue = rt.sync is not None
+    queued = [QueuedRelation(r.rel_type, r.target.id, r.target.name, r.link) for r in relations]
+    node_id, created, added = await rt.store.write(
+        outbox_sql.remember_and_queue,
+        label,
+        name,
+        dict(properties),
+        observation,
+        utc_now(),
+        reason,
+        remove,
+        queued,
+        date.today().isoformat() if queue else None,
     )
-    added = 0
-    for relation in relations:
-        added += await rt.store.write(
-            memory_sql.add_tool_edge, node_id, relation.rel_type, relation.target.id, now
+    if not queue:
+        message = "saved in the graph only (no vault is configured); no note was written"
+    else:
+        node = await rt.store.get_node(node_id)
+        where = (
+            f"the note {node.path}"
+            if node is not None and node.path
+            else f"a new note in {rt.profile.folder_for(label)}/"
         )
-    why = (
-        "no vault is configured"
-        if rt.sync is None
-        else "another engrama-vault process holds this vault's lease and is the one that writes notes"
-    )
+        message = (
+            "saved in the graph and queued for the vault: another engrama-vault process (another MCP "
+            f"client's server) holds this vault's lease, and it writes {where} within about a second. "
+            "engrama_status shows writes still waiting"
+        )
     return EntityWrite(
         id=node_id,
         created=created,
@@ -368,5 +385,5 @@ async def _write_graph_only(
         name=name,
         path=None,
         relations_created=added,
-        message=f"saved in the graph only ({why}); no note was written",
+        message=message,
     )

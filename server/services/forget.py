@@ -2,14 +2,17 @@
 
 Archiving goes through the note, the truth (DESIGN §2): only its `status:` line is set to `archived`, and
 the reconcile of that one path archives the node, so the archive survives a rebuild from the vault. Without
-a note to write (no vault, another process holds the lease, a node that never had a note) the graph alone
-is archived. Purging deletes the node and what hangs off it; the note stays unless `delete_note` is given,
-and then it is moved to the vault's `.trash/` as Obsidian does, never unlinked.
+a note (no vault, a node that never had a note) the graph alone is archived. A process without the vault's
+lease archives the graph and queues the note's line for the lease holder in the same transaction (the outbox,
+`server.services.outbox`). Purging deletes the node and what hangs off it; the note stays unless
+`delete_note` is given, and then it is moved to the vault's `.trash/` as Obsidian does, never unlinked (by
+the lease holder, through the outbox, when this process does not hold the lease).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -18,13 +21,16 @@ from server.runtime import Runtime
 from server.services.entities import writes_notes
 from server.services.errors import EntityNotFound, ServiceError
 from server.services.schema import optional_label, require_name
-from server.store import Node, forget_sql, history_sql
+from server.store import Node, forget_sql, history_sql, outbox_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote
 from vault_sync.notes import update_note
+from vault_sync.outbox import ArchiveChange, TrashChange
 from vault_sync.report import FAILED
 from vault_sync.writer import edit_note, move_to_trash, read_note
+
+log = logging.getLogger(__name__)
 
 MODES = ("archive", "purge")
 REASON = "forgotten with engrama_forget"
@@ -162,15 +168,60 @@ def _require_same_entity(data: bytes, node: Node, rel: str) -> None:
 
 
 async def _archive_graph(rt: Runtime, node: Node) -> Forgotten:
-    changed = await rt.store.write(forget_sql.archive_in_graph, node.id, utc_now(), REASON)
+    """Archive in the graph; a note that another process must write gets its `status:` line through the outbox
+    (in the same transaction), so the archive reaches the vault and survives a rebuild."""
+    queue = node.path is not None and rt.sync is not None
+    changed = await rt.store.write(outbox_sql.archive_and_queue, node.id, node.name, utc_now(), REASON, queue)
     if node.path is None:
         why = "it has no note, so it is archived in the graph"
+    elif queue:
+        why = (
+            f"it is archived in the graph, and its note {node.path} is queued to say `status: archived`: "
+            f"{_why_no_writes(rt)}, and writes it within about a second (engrama_status shows writes still "
+            "waiting)"
+        )
     else:
         why = (
             f"{_why_no_writes(rt)}, so it is archived in the graph only; its note {node.path} is unchanged, "
             "and the archive is undone when that note is next synced or the graph is rebuilt"
         )
     return _forgotten(node, "archive", changed, f"archived {node.name!r}: {why}")
+
+
+async def apply_queued_archive(rt: Runtime, change: ArchiveChange) -> str | None:
+    """The lease holder's half of a follower's archive: the note's `status:` line; returns the note's path.
+
+    Raises ServiceError when the note cannot be written now (malformed, or it holds another entity); the
+    outbox keeps the change and tries again."""
+    node = await rt.store.get_node(change.node_id)
+    if node is None or node.path is None:
+        return None  # purged since, or it has no note: nothing is left to write
+    await _archive_note(rt, node, node.path)
+    return node.path
+
+
+async def apply_queued_trash(rt: Runtime, change: TrashChange) -> str | None:
+    """The lease holder's half of a follower's purge with delete_note: move the note to `.trash/` (when it
+    still holds the purged entity) and purge whatever a sync brought back meanwhile; returns the trash path."""
+    trash_path = await asyncio.to_thread(_trash_if_held, rt.vault, change)
+    await rt.store.write(forget_sql.purge_node, change.node_id, change.path if trash_path else None)
+    return trash_path
+
+
+def _trash_if_held(root: Path, change: TrashChange) -> str | None:
+    """Move the note at `change.path` to the trash if it still holds the purged entity, else leave it."""
+    try:
+        data, _ = read_note(root, change.path)
+    except FileNotFoundError:
+        return None  # gone already: moved by the person, or by an earlier attempt that was cut short
+    if identify.read_id(data) != change.node_id:
+        log.warning(
+            "%s no longer holds the purged %r; it was left in place, not moved to the trash",
+            change.path,
+            change.name,
+        )
+        return None
+    return move_to_trash(root, change.path)
 
 
 def _why_no_writes(rt: Runtime) -> str:
@@ -184,11 +235,7 @@ def _why_no_writes(rt: Runtime) -> str:
 
 async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
     if delete_note and node.path and not writes_notes(rt):
-        raise ServiceError(
-            f"delete_note cannot be done here: {_why_no_writes(rt)}; nothing was purged. Call again "
-            "without delete_note to purge the graph only (the note stays), or move the note to the trash "
-            "in Obsidian"
-        )
+        return await _purge_queued(rt, node, node.path)
     trash_path: str | None = None
     gone = False
     if delete_note and node.path:
@@ -220,6 +267,22 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
             "Obsidian if it should go"
         )
     return _forgotten(node, "purge", True, f"{what}; {note}", trash_path=trash_path)
+
+
+async def _purge_queued(rt: Runtime, node: Node, rel: str) -> Forgotten:
+    """Purge on a process without the vault's lease: the graph now, the note's move to the trash queued for
+    the lease holder (one transaction)."""
+    if rt.sync is None:
+        raise ServiceError(f"delete_note needs a vault: {_why_no_writes(rt)}; nothing was purged")
+    purged = await rt.store.write(outbox_sql.purge_and_queue, node.id, node.name, rel, utc_now())
+    return _forgotten(
+        node,
+        "purge",
+        True,
+        f"purged {node.name!r} from the graph with its {purged.relations} relation(s); its note {rel} is "
+        f"queued to move to .trash: {_why_no_writes(rt)}, and moves it within about a second (engrama_status "
+        "shows writes still waiting)",
+    )
 
 
 def _move_note_to_trash(root: Path, node: Node, rel: str) -> str:

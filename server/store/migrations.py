@@ -185,11 +185,31 @@ M004_TEMPORAL = """
         update nodes set valid_from = null where valid_from = created_at;
 """
 
+# Writes accepted by a process without the vault's lease (a second MCP client's server), on their way into the
+# vault (`outbox_sql`, `server.services.outbox`). A follower adds a row in the same transaction as its graph
+# change; the lease holder applies rows in `id` order through the safe writer and deletes each once its note
+# holds it. `subject` is the node (or insight) the write is about, deliberately without a foreign key: a purge
+# or a re-key must never drop a write the person made. `payload` is JSON (`vault_sync.outbox`).
+M005_OUTBOX = """
+        create table outbox (
+            id integer primary key autoincrement,
+            kind text not null,
+            subject text not null,
+            payload text not null,
+            queued_at text not null,
+            attempts integer not null default 0,
+            last_error text,
+            last_tried_at text
+        );
+        create index outbox_subject on outbox(subject);
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
     (3, "m003_search_index", M003_SEARCH_INDEX),
     (4, "m004_temporal", M004_TEMPORAL),
+    (5, "m005_outbox", M005_OUTBOX),
 )
 
 

@@ -48,6 +48,7 @@ class Insights(BaseModel):
 class Decision(BaseModel):
     id: str
     status: str = Field(description="approved or dismissed")
+    message: str = Field("", description="where the decision is recorded in the vault, or that it is queued")
 
 
 class Written(BaseModel):

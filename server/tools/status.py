@@ -23,6 +23,31 @@ class Backend(_Open):
     db_path: str
 
 
+class Outbox(_Open):
+    """Writes made through a server without the vault's lease, waiting for the lease holder to write them."""
+
+    waiting: int
+    oldest_age_seconds: int | None = None
+    failing: int | None = None
+    error: str | None = None
+
+
+class ConflictCopyNote(_Open):
+    path: str
+    what_to_do: str
+
+
+class VaultAttention(_Open):
+    """What the syncs found that the person should look at (absent when nothing)."""
+
+    archive_held_back: int | None = None
+    archive_hint: str | None = None
+    conflict_copies: list[ConflictCopyNote] | None = None
+    conflict_copies_total: int | None = None
+    not_downloaded: int | None = None
+    not_downloaded_examples: list[str] | None = None
+
+
 class Vault(_Open):
     configured: bool
     path: str | None = None
@@ -30,6 +55,8 @@ class Vault(_Open):
     watching: bool | None = None
     last_reconcile_at: str | None = None
     pending: int | None = None
+    attention: VaultAttention | None = None
+    outbox: Outbox | None = None
 
 
 class Embedder(_Open):
@@ -65,7 +92,7 @@ def register(mcp: MCPServer) -> None:
     @mcp.tool(annotations=READ_ONLY)
     async def engrama_status(ctx: Context) -> Annotated[CallToolResult, Status]:
         """Report the state of the memory: how many entities the graph holds, which vault is synced and
-        whether it is being watched, whether search is hybrid or full-text only, and the active schema
-        profile. Call it when memory tools behave unexpectedly or the person asks what is set up."""
+        whether it is being watched, writes still waiting to reach the vault (outbox), whether search is
+        hybrid or full-text only, and the active schema profile. Call it when memory tools behave unexpectedly or the person asks what is set up."""
         with tool_errors():
             return structured(await build_status(runtime(ctx)))

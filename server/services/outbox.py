@@ -1,0 +1,163 @@
+"""The lease holder applies the writes other processes queued (the outbox): follower writes reach the vault.
+
+A process without the vault's lease (a second MCP client's server) changes the graph and, in the same
+transaction, queues what the vault must still receive (`outbox_sql`, payloads in `vault_sync.outbox`). The
+holder's live sync calls `drain` every second and at once when it takes the lease. Each row goes through the
+holder's own paths — `write_entity` for remember and relate, the forget service's note edit, the insight
+records — which re-plan it against the note's current text, write through the safe writer and reconcile the
+note. A row is deleted only once its change is in the vault; a crash before that replays it, and replaying
+changes nothing (properties are set, not added; a relation or an observation already there is not written
+twice). A row that cannot be applied now (a malformed note, a note being changed) keeps its last error, shows
+in `engrama_status` and is tried again on the next drain; later rows about the same entity wait behind it,
+so changes to one note land in the order they were made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import date
+
+from server.reflect.errors import InsightError
+from server.reflect.records import record_approval, record_dismissal
+from server.runtime import Runtime
+from server.services.entities import PlannedRelation, write_entity, writes_notes
+from server.services.errors import ServiceError
+from server.services.forget import apply_queued_archive, apply_queued_trash
+from server.store import insights_sql, memory_sql, outbox_sql
+from server.store.clock import utc_now
+from server.store.outbox_sql import QueuedRow
+from vault_sync.errors import VaultError
+from vault_sync.notes import update_note
+from vault_sync.outbox import (
+    ArchiveChange,
+    EntityChange,
+    InsightRecord,
+    QueuedRelation,
+    TrashChange,
+    decode,
+)
+from vault_sync.writer import edit_note
+
+log = logging.getLogger(__name__)
+
+PAGE = 100  # rows read per query; a long backlog (a holder that was down) is drained page by page
+# What a row's application may raise when the note cannot take the change now; anything else is a bug, logged
+# with its traceback, and the row is kept all the same.
+RETRYABLE = (ServiceError, VaultError, InsightError, OSError, ValueError)
+
+
+@dataclass(frozen=True)
+class Drained:
+    applied: int
+    failed: int
+
+
+async def drain(rt: Runtime) -> Drained:
+    """Apply every queued write this process can; returns how many were applied and how many must wait.
+
+    Does nothing unless this process may write the vault (it holds the lease)."""
+    if not writes_notes(rt) or not await rt.store.read(outbox_sql.has_waiting):
+        return Drained(0, 0)
+    applied = failed = 0
+    blocked: set[str] = set()  # subjects with a row that failed: their later rows wait behind it
+    after = 0
+    while rows := await rt.store.read(outbox_sql.waiting, after, PAGE):
+        for row in rows:
+            after = row.id
+            if row.subject in blocked:
+                continue
+            if await _apply_row(rt, row):
+                applied += 1
+            else:
+                failed += 1
+                blocked.add(row.subject)
+    if applied:
+        log.info("wrote %d queued change(s) into the vault; %d still waiting", applied, failed)
+    return Drained(applied, failed)
+
+
+async def _apply_row(rt: Runtime, row: QueuedRow) -> bool:
+    """Apply one row and drop it, or keep it with the reason it failed; True when applied."""
+    try:
+        node_id = await _apply(rt, decode(row.kind, row.payload))
+    except RETRYABLE as exc:
+        error = str(exc) or type(exc).__name__
+        if error != row.last_error:  # say it once, not every second
+            log.warning("a queued write (%s %s) waits: %s", row.kind, row.subject, error)
+    except Exception as exc:  # the outermost handler of one row: keep the row, log the bug, go on
+        error = f"{type(exc).__name__}: {exc}"
+        if error != row.last_error:
+            log.exception("a queued write (%s %s) failed unexpectedly", row.kind, row.subject)
+    else:
+        await rt.store.write(outbox_sql.applied, row.id, node_id, utc_now())
+        return True
+    await rt.store.write(outbox_sql.failed, row.id, error, utc_now())
+    return False
+
+
+async def _apply(rt: Runtime, change: object) -> str | None:
+    """Write one change into the vault; returns the node whose note now states it (None when no note)."""
+    if isinstance(change, EntityChange):
+        return await _apply_entity(rt, change)
+    if isinstance(change, ArchiveChange):
+        await apply_queued_archive(rt, change)
+        return change.node_id
+    if isinstance(change, TrashChange):
+        await apply_queued_trash(rt, change)
+        return None
+    if isinstance(change, InsightRecord):
+        await _apply_insight(rt, change)
+        return None
+    raise ValueError(f"unknown queued change {change!r}")
+
+
+async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
+    """Remember / relate through `write_entity` into the node's note (created when it has none yet).
+
+    The observation keeps the day it was made: a change drained on a later day (the holder was down) is
+    dated as the person made it, and a replay finds the same bullet and adds nothing."""
+    node = await rt.store.get_node(change.node_id)  # None: purged or re-keyed since; merged by label + name
+    relations = [await _planned(rt, r) for r in change.relations]
+    same_day = change.day == date.today().isoformat()
+    written = await write_entity(
+        rt,
+        node.label if node is not None else change.label,
+        node.name if node is not None else change.name,
+        change.properties,
+        change.observation if same_day else None,
+        relations,
+        target=node,
+        remove=change.remove,
+        reason=change.reason,
+    )
+    if not same_day and change.observation and written.path is not None:
+        await _append_observation(rt, written.path, change.observation, change.day)
+    return written.id
+
+
+async def _planned(rt: Runtime, relation: QueuedRelation) -> PlannedRelation:
+    """The relation as `write_entity` takes it; a target gone since (purged) comes back as a stub, as the
+    link in the note would bring it back anyway."""
+    target = await rt.store.get_node(relation.target_id)
+    if target is None:
+        target, _ = await rt.store.write(memory_sql.ensure_target, relation.target_name, None, utc_now())
+    return PlannedRelation(relation.rel_type, target, relation.link)
+
+
+async def _append_observation(rt: Runtime, rel: str, observation: str, day: str) -> None:
+    def edit(data: bytes) -> bytes:
+        return update_note(data, properties={}, observation=observation, today=day)
+
+    await asyncio.to_thread(edit_note, rt.vault, rel, edit)
+    await rt.require_sync().sync_path(rel)
+
+
+async def _apply_insight(rt: Runtime, change: InsightRecord) -> None:
+    if await rt.store.read(outbox_sql.insight_recorded, change.insight_id):
+        return  # recorded already (by an earlier attempt, or by a reflect)
+    row = await rt.store.read(insights_sql.get_insight, change.insight_id)
+    if row is None:
+        return
+    await (record_approval(rt, row) if row.status == insights_sql.APPROVED else record_dismissal(rt, row))

@@ -1,0 +1,289 @@
+"""A write made through a second client's server reaches the vault (issue 12, item 4): the outbox.
+
+Two real `engrama-vault serve` processes on one vault and one database, as Claude Desktop and Cursor start
+them: the first holds the vault's lease, the second (driven by a real stdio MCP client) is a follower. What the
+follower accepts is queued in the shared database with its graph change and written into the notes by the
+holder, or by the follower itself once it takes the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from server.runtime import Runtime, open_runtime
+from server.services import outbox
+from server.services.forget import forget
+from server.services.relate import relate
+from server.services.remember import remember
+from server.settings import Settings
+from server.store import outbox_sql
+from tests.test_e2e_stdio import COMMAND, call, serve_args
+from vault_sync.lease import lease_path
+from vault_sync.outbox import EntityChange, decode
+
+pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+
+ATLAS = "---\ntype: Project\n---\nAtlas is our build system.\n"
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
+    """Poll `check` (sync or async) until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout} s")
+        await asyncio.sleep(0.1)
+
+
+class Holder:
+    """`engrama-vault serve` as an MCP client spawns it (stdin kept open), holding the vault's lease."""
+
+    def __init__(self, vault: Path, db_path: Path, log: Path) -> None:
+        self.db_path = db_path
+        self.log = log
+        with open(log, "w", encoding="utf-8") as errlog:
+            self.proc = subprocess.Popen(
+                [str(COMMAND), *serve_args(vault, db_path), "--log-level", "INFO"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=errlog,
+            )
+
+    def holds_lease(self) -> bool:
+        try:
+            return lease_path(self.db_path).read_text(encoding="utf-8").strip() == str(self.proc.pid)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # the client went away: the server stops cleanly
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def holder(vault: Path, db_path: Path, tmp_path: Path) -> Iterator[Holder]:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    server = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+        print(f"--- holder.log\n{server.log.read_text(encoding='utf-8')}")
+
+
+@asynccontextmanager
+async def follower(vault: Path, db_path: Path, log: Path) -> AsyncIterator[ClientSession]:
+    """A second server, driven over stdio by a real MCP client, started once the holder has the lease."""
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path))
+    with open(log, "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def started(holder: Holder, vault: Path) -> None:
+    """The holder has the lease and has given Atlas.md its id (so it is in the graph)."""
+    await eventually(holder.holds_lease, what="the first server taking the lease")
+    await eventually(lambda: "engrama_id:" in (vault / "Projects/Atlas.md").read_text(encoding="utf-8"))
+
+
+async def outbox_of(session: ClientSession) -> dict[str, Any]:
+    return (await call(session, "engrama_status", {}))["vault"]["outbox"]
+
+
+def text(vault: Path, rel: str) -> str:
+    path = vault / rel
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+async def test_a_followers_remember_and_relate_reach_the_vault_and_survive_a_rebuild(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    await started(holder, vault)
+    async with follower(vault, db_path, tmp_path / "follower.log") as session:
+        assert (await call(session, "engrama_status", {}))["vault"]["watching"] is False  # a follower
+        zig = await call(
+            session,
+            "engrama_remember",
+            {"label": "Technology", "name": "Zig", "observation": "A systems language with comptime."},
+        )
+        assert "queued" in zig["message"] and "Technologies/" in zig["message"]
+        related = await call(
+            session, "engrama_relate", {"source": "Atlas", "rel_type": "USES", "target": "Zig"}
+        )
+        assert "queued" in related["message"] and "Projects/Atlas.md" in related["message"]
+
+        await eventually(lambda: f"engrama_id: {zig['id']}" in text(vault, "Technologies/Zig.md"), 20)
+        await eventually(lambda: '"[[Zig]]"' in text(vault, "Projects/Atlas.md"), 20)
+        await eventually(lambda: _drained(session), 20, "the outbox emptying")
+    zig_note = text(vault, "Technologies/Zig.md")
+    assert zig_note.count("A systems language with comptime.") == 1
+    atlas = text(vault, "Projects/Atlas.md")
+    assert '  USES:\n    - "[[Zig]]"\n' in atlas and atlas.endswith("---\nAtlas is our build system.\n")
+    holder.stop()
+
+    for leftover in db_path.parent.glob(db_path.name + "*"):
+        leftover.unlink()  # the database, its WAL and the lease: rebuild from the vault alone
+    subprocess.run(
+        [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path), "--json"],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    with sqlite3.connect(db_path) as db:
+        nodes = dict(db.execute("select name, id from nodes where status = 'active' and path is not null"))
+        assert nodes["Zig"] == zig["id"]
+        edges = db.execute(
+            "select count(*) from edges where source = ? and type = 'USES' and target = ? and valid_to is null",
+            (nodes["Atlas"], nodes["Zig"]),
+        ).fetchone()
+        assert edges == (1,)
+
+
+async def _drained(session: ClientSession) -> bool:
+    return (await outbox_of(session))["waiting"] == 0
+
+
+async def test_a_followers_forget_sets_the_notes_status_line(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    await started(holder, vault)
+    before = text(vault, "Projects/Atlas.md")
+    async with follower(vault, db_path, tmp_path / "follower.log") as session:
+        done = await call(session, "engrama_forget", {"name": "Atlas"})
+        assert done["status"] == "archived" and "queued" in done["message"]
+        await eventually(lambda: "status: archived" in text(vault, "Projects/Atlas.md"), 20)
+    assert text(vault, "Projects/Atlas.md") == before.replace("---\nAtlas", "status: archived\n---\nAtlas")
+
+
+async def test_a_write_queued_while_the_holder_dies_is_written_by_the_follower_that_takes_over(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    await started(holder, vault)
+    async with follower(vault, db_path, tmp_path / "follower.log") as session:
+        holder.proc.send_signal(signal.SIGSTOP)  # frozen: it keeps the lease but applies nothing
+        try:
+            zig = await call(session, "engrama_remember", {"label": "Technology", "name": "Zig"})
+            assert "queued" in zig["message"]
+            assert (await outbox_of(session))["waiting"] == 1
+        finally:
+            holder.proc.send_signal(signal.SIGKILL)
+            holder.proc.wait(timeout=10)
+        await eventually(lambda: f"engrama_id: {zig['id']}" in text(vault, "Technologies/Zig.md"), 20)
+        status = await call(session, "engrama_status", {})
+        assert status["vault"]["watching"] is True  # the follower took the lease over
+        assert int(lease_path(db_path).read_text(encoding="utf-8")) != holder.proc.pid
+        await eventually(lambda: _drained(session), 20, "the outbox emptying")
+
+
+async def test_a_write_into_a_malformed_note_waits_visibly_until_the_note_is_fixed(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    await started(holder, vault)
+    good = text(vault, "Projects/Atlas.md")
+    (vault / "Projects/Atlas.md").write_text(
+        good.replace("type: Project", "type: [Project"), encoding="utf-8"
+    )
+    async with follower(vault, db_path, tmp_path / "follower.log") as session:
+        await call(session, "engrama_relate", {"source": "Atlas", "rel_type": "USES", "target": "Zig"})
+        waiting = await eventually(lambda: _failing(session), 20, "the write failing visibly")
+        assert waiting["waiting"] == 1 and "Projects/Atlas.md" in waiting["error"]
+        assert waiting["oldest_age_seconds"] >= 0
+        assert "[[Zig]]" not in text(vault, "Projects/Atlas.md")  # the person's broken note is left alone
+
+        (vault / "Projects/Atlas.md").write_text(good, encoding="utf-8")
+        await eventually(lambda: '"[[Zig]]"' in text(vault, "Projects/Atlas.md"), 20)
+        await eventually(lambda: _drained(session), 20, "the outbox emptying")
+
+
+async def _failing(session: ClientSession) -> dict[str, Any] | None:
+    found = await outbox_of(session)
+    return found if found.get("error") else None
+
+
+# --- in one process: replaying a row changes nothing ---------------------------------------------------------
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as runtime:
+        yield runtime
+
+
+async def queued_rows(rt: Runtime) -> list[outbox_sql.QueuedRow]:
+    return await rt.store.read(outbox_sql.waiting, 0, 100)
+
+
+async def test_a_row_replayed_after_a_crash_writes_nothing_twice(rt: Runtime, vault: Path) -> None:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    rt.require_sync().writable = False  # another process holds the lease
+    await remember(rt, "Technology", "Zig", {"status": "new"}, "Fast to compile.")
+    await relate(rt, "Atlas", "USES", "Zig")
+    await forget(rt, "Atlas")
+    rows = await queued_rows(rt)
+    assert [r.kind for r in rows] == ["entity", "entity", "archive"]
+
+    rt.require_sync().writable = True  # the lease comes to this process
+    assert await outbox.drain(rt) == outbox.Drained(3, 0)
+    notes = {p: (vault / p).read_bytes() for p in ("Projects/Atlas.md", "Technologies/Zig.md")}
+    assert b"status: archived" in notes["Projects/Atlas.md"] and b'"[[Zig]]"' in notes["Projects/Atlas.md"]
+    assert notes["Technologies/Zig.md"].count(b"Fast to compile.") == 1
+
+    # A SIGKILL after the note writes but before the rows were dropped: they are all applied again.
+    for row in rows:
+        await rt.store.write(outbox_sql.enqueue, decode(row.kind, row.payload), row.queued_at)
+    assert await outbox.drain(rt) == outbox.Drained(3, 0)
+    assert {p: (vault / p).read_bytes() for p in notes} == notes
+    assert await queued_rows(rt) == []
+
+
+async def test_an_observation_drained_on_a_later_day_keeps_the_day_it_was_made(
+    rt: Runtime, vault: Path
+) -> None:
+    rt.require_sync().writable = False
+    done = await remember(rt, "Technology", "Zig", {}, "Fast to compile.")
+    [row] = await queued_rows(rt)
+    change = decode(row.kind, row.payload)
+    assert isinstance(change, EntityChange) and change.day == date.today().isoformat()
+    made = replace(
+        change, day=(date.today() - timedelta(days=1)).isoformat()
+    )  # the holder was down all night
+    await rt.store.write(lambda conn: conn.execute("delete from outbox"))
+    await rt.store.write(outbox_sql.enqueue, made, row.queued_at)
+
+    rt.require_sync().writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    await rt.store.write(outbox_sql.enqueue, made, row.queued_at)
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)  # replayed: the bullet is found, not added again
+    note = (vault / "Technologies/Zig.md").read_text(encoding="utf-8")
+    assert f"engrama_id: {done.id}" in note
+    assert note.count("Fast to compile.") == 1 and f"- {made.day}: Fast to compile." in note
