@@ -1,0 +1,34 @@
+"""The randomized soak (bench/soak.py) for about a minute: a person editing with every save style, two
+assistants calling every tool on two real servers over stdio, the first server SIGKILLed mid-run.
+
+One fixed seed always runs; set ENGRAMA_SOAK_SEED to run one more. A failure lists the violated invariants;
+the operation log it names (ops.jsonl, beside the servers' logs) replays the run step by step. The longer
+run is `python bench/soak.py --minutes 5`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.soak import SoakConfig, run_soak
+from bench.soak_assistant import COMMAND
+from bench.soak_record import format_summary
+
+FIXED_SEED = 1201
+SEEDS = [FIXED_SEED, *([int(os.environ["ENGRAMA_SOAK_SEED"])] if os.environ.get("ENGRAMA_SOAK_SEED") else [])]
+pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_minute_of_editing_racing_tools_and_a_killed_server_loses_nothing(
+    seed: int, tmp_path: Path
+) -> None:
+    summary = await run_soak(SoakConfig(seed=seed, seconds=45, workdir=tmp_path))
+    print(format_summary(summary))
+    assert summary["person_operations"] > 150 and summary["tool_calls"] > 400  # the load really ran
+    assert "every tool is exercised" in summary["invariants_held"]
+    assert not summary["invariants_violated"], format_summary(summary)
