@@ -138,6 +138,34 @@ async def test_a_note_deleted_for_good_is_written_anew_with_a_fresh_id(
     assert (vault / "Restored/Topic.md").read_bytes() == kept
 
 
+async def test_forget_right_after_a_move_archives_the_moved_note(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    made = await remember(rt, "Concept", "Topic", {}, "An idea.")
+    move(vault, "Concepts/Topic.md", "Archive/Topic.md")
+    done = await forget(rt, "Topic")
+    assert (done.status, done.changed) == ("archived", True)
+    assert "status: archived" in (vault / "Archive/Topic.md").read_text(encoding="utf-8")
+    assert ids_in_vault(vault) == {"Archive/Topic.md": made.id}
+    # the archive is in the note, so it holds when the watcher comes by and after a rebuild
+    await rt.require_sync().sync_vault()
+    assert [(n.id, n.status) for n in await entities(rt, "Concept", "Topic")] == [(made.id, "archived")]
+    assert [(n.id, n.status) for n in await rebuilt(vault, tmp_path, "Concept", "Topic")] == [
+        (made.id, "archived")
+    ]
+
+
+async def test_a_note_named_by_its_file_answers_with_its_new_name_after_a_rename(
+    rt: Runtime, vault: Path
+) -> None:
+    (vault / "Ideas").mkdir()
+    (vault / "Ideas/Topic.md").write_bytes(b"---\ntype: Concept\n---\nNo name key: the file names it.\n")
+    made = await rt.require_sync().sync_path("Ideas/Topic.md")
+    move(vault, "Ideas/Topic.md", "Ideas/Subject.md")
+    done = await relate(rt, "Topic", "RELATED_TO", "Other", target_label="Concept")
+    assert (done.source_id, done.source, done.note_path) == (made.id, "Subject", "Ideas/Subject.md")
+
+
 # --- item 3: relate after forget ----------------------------------------------------------------------------
 
 

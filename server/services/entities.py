@@ -29,7 +29,7 @@ from server.services.schema import (
     require_relation,
     single_label,
 )
-from server.store import Node, history_sql, memory_sql
+from server.store import Node, history_sql, memory_sql, outbox_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote, VaultError
@@ -183,7 +183,7 @@ async def write_entity(
             return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
         except FileNotFoundError:
             pass
-        found = await _locate(rt, existing)
+        found = await locate_entity_note(rt, existing)
         if found is not None:
             return await _write_found(rt, existing, found, properties, observation, relations, remove)
         await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
@@ -200,8 +200,9 @@ async def write_entity(
     return await _create(rt, node_id, label, name, properties, observation, relations, created)
 
 
-async def _locate(rt: Runtime, node: Node) -> Located | None:
-    """Where the note holding `node.id` is now (one walk of the vault, a few reads)."""
+async def locate_entity_note(rt: Runtime, node: Node) -> Located | None:
+    """Where the note holding `node.id` is now, when it is no longer at `node.path` (one walk of the
+    vault, a few reads): moved or renamed in the vault, in `.trash/`, or None when it is gone."""
     known = await rt.store.file_states()
     try:
         return await asyncio.to_thread(locate_note, rt.vault, node.id, known)
@@ -233,15 +234,22 @@ async def _write_found(
                 "was written. Restore it in Obsidian, then try again"
             ) from exc
         how = f"its note was in the trash ({found.path}) and is back at {rel}"
-    outcome = await rt.require_sync().sync_path(rel)  # the old file is gone, so this is a move
-    if outcome.action == FAILED or outcome.id != node.id:
+    node = await reconcile_moved(rt, node, rel)
+    added = await _update(rt, rel, properties, observation, relations, remove)
+    done = await _settled(rt, rel, node.id, node.label, node.name, False, added)
+    return replace(done, message=f"{done.message}; {how}")
+
+
+async def reconcile_moved(rt: Runtime, node: Node, rel: str) -> Node:
+    """Reconcile the note of `node` found at `rel` (a move, since its old file is gone); the node now."""
+    outcome = await rt.require_sync().sync_path(rel)
+    moved = await rt.store.get_node(node.id) if outcome.id == node.id else None
+    if outcome.action == FAILED or moved is None:
         raise ServiceError(
             f"{node.name!r} now lives at {rel}, but that note could not be reconciled "
             f"({outcome.error or outcome.action}); nothing was written. Call engrama_sync_note with this path"
         )
-    added = await _update(rt, rel, properties, observation, relations, remove)
-    done = await _settled(rt, rel, node.id, node.label, node.name, False, added)
-    return replace(done, message=f"{done.message}; {how}")
+    return moved
 
 
 async def _update(

@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 
 from server.runtime import Runtime
-from server.services.entities import writes_notes
+from server.services.entities import locate_entity_note, reconcile_moved, writes_notes
 from server.services.errors import EntityNotFound, ServiceError
 from server.services.schema import optional_label, require_name
 from server.store import Node, forget_sql, history_sql, outbox_sql
@@ -137,6 +137,9 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     except FileNotFoundError:
+        found = await locate_entity_note(rt, node)
+        if found is not None and not found.in_trash:  # moved or renamed a moment ago: archive it there
+            return await _archive_note(rt, await reconcile_moved(rt, node, found.path), found.path)
         await rt.require_sync().sync_path(rel)  # a deleted note archives its node (DESIGN §2)
         return _forgotten(
             node, "archive", True, f"{rel} is no longer in the vault, so {node.name!r} is archived"
