@@ -24,6 +24,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from server.reflect.service import decide_insight, reflect
 from server.runtime import Runtime, open_runtime
 from server.services import outbox
 from server.services.forget import forget
@@ -32,6 +33,8 @@ from server.services.remember import remember
 from server.settings import Settings
 from server.store import outbox_sql
 from tests.test_e2e_stdio import COMMAND, call, serve_args
+from tests.test_reflect_lifecycle import two_projects_on_sqlite
+from tests.test_reflect_support import synced
 from vault_sync.lease import lease_path
 from vault_sync.outbox import EntityChange, decode
 
@@ -287,3 +290,23 @@ async def test_an_observation_drained_on_a_later_day_keeps_the_day_it_was_made(
     note = (vault / "Technologies/Zig.md").read_text(encoding="utf-8")
     assert f"engrama_id: {done.id}" in note
     assert note.count("Fast to compile.") == 1 and f"- {made.day}: Fast to compile." in note
+
+
+async def test_a_followers_insight_decisions_are_recorded_by_the_holders_drain(
+    vault: Path, db_path: Path
+) -> None:
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insights = {i.title.split()[-1]: i for i in (await reflect(rt)).insights}
+        rt.require_sync().writable = False  # another process holds the lease
+        approved = await decide_insight(rt, insights["SQLite"].id, "approve")
+        await decide_insight(rt, insights["Redis"].id, "dismiss")
+        assert "queued" in approved.message and not (vault / "Insights").exists()
+        assert (await rt.store.read(outbox_sql.summary)).waiting == 2
+
+        rt.require_sync().writable = True  # the lease holder's next tick, not the next reflect
+        assert await outbox.drain(rt) == outbox.Drained(2, 0)
+        assert (await rt.store.read(outbox_sql.summary)).waiting == 0
+    assert (vault / "Insights/Shared technology - 2 entities build on SQLite.md").exists()
+    dismissed = (vault / "Insights/Dismissed insights.md").read_text(encoding="utf-8")
+    assert "Shared technology: 2 entities build on Redis" in dismissed

@@ -269,7 +269,8 @@ async def test_an_approved_insight_is_written_into_the_notes(settings: Settings)
         decided = await call_ok(
             client, "engrama_approve_insight", {"insight_id": insight["id"], "action": "approve"}
         )
-        assert decided == {"id": insight["id"], "status": "approved"}
+        assert (decided["id"], decided["status"]) == (insight["id"], "approved")
+        assert decided["message"].startswith("approved; recorded in the vault in Insights/")
         written = (await call_ok(client, "engrama_write_insight_to_vault", {"insight_id": insight["id"]}))[
             "written"
         ]
