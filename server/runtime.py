@@ -6,6 +6,7 @@ services through it, never SQL or file I/O directly.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from profiles.loader import Profile, load_profile
 from server.settings import Settings
 from server.store import GraphStore
 from vault_sync.lease import VaultLease
+from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,13 @@ class Runtime:
         return self.sync
 
 
+async def remove_leftovers(vault: Path) -> None:
+    """Remove the temp files a writer killed mid-edit left in the vault (call it right after taking the lease)."""
+    removed = await asyncio.to_thread(remove_leftover_temps, vault)
+    if removed:
+        log.info("removed %d temp file(s) left in the vault by an engrama process that was killed", removed)
+
+
 def note_rules(profile: Profile) -> NoteRules:
     return NoteRules(folder_labels=profile.folder_labels(), canonical_label=profile.canonical_label)
 
@@ -81,6 +90,8 @@ async def open_runtime(
                     lease.holder_pid(),
                 )
                 writable = False
+            elif lease is not None:
+                await remove_leftovers(settings.vault)  # the only writer now: a killed writer's temps go
             sync = VaultSync(
                 settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
             )

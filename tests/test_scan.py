@@ -114,7 +114,7 @@ def test_scan_refuses_bad_folders(vault: Path) -> None:
 
 
 def test_scan_of_an_unreadable_vault_raises_rather_than_reporting_nothing(tmp_path: Path) -> None:
-    with pytest.raises(VaultError, match="cannot list"):
+    with pytest.raises(VaultError, match="is missing: is it on a drive that is unplugged"):
         scan_vault(tmp_path / "unmounted-vault")
 
 

@@ -6,8 +6,22 @@ Two jobs, kept apart on purpose:
   anything that would let a tool read or write outside the vault: absolute paths, `..` climbing out, and
   symlinks (of the file or of any parent folder) whose real path lies outside the vault's real path.
 - `classify` decides what a vault-relative path *is* for the sync: a note, a note in Obsidian's trash (which
-  counts as deleted), or something to ignore (dot-folders, non-Markdown files, editor temp and swap files,
-  and our own temp files).
+  counts as deleted), a sync tool's conflict copy of a note (reported, never synced as a note of its own), or
+  something to ignore (dot-folders, non-Markdown files, editor temp and swap files, and our own temp files).
+
+Conflict copies recognised by name (`conflict_original`), each a copy left beside the original note:
+
+- Syncthing: `Note.sync-conflict-20240501-093000-ABCDEF1.md`;
+- "conflicted copy" in parentheses: Dropbox (`Note (Ann's conflicted copy 2024-05-01).md`, also with ` (1)`),
+  Google Drive for desktop, Nextcloud and ownCloud (`Note (conflicted copy 2024-05-01 093000).md`), and
+  Obsidian Sync when its conflict resolution is set to create conflict files (`Note (Conflicted copy ...).md`);
+- Seafile: `Note (SFConflict ann@example.com 2024-05-01-09-30-00).md`; older ownCloud: `Note_conflict-20240501-093000.md`;
+- OneDrive "keep both": the computer's name appended, recognised for Windows' default names only
+  (`Note-DESKTOP-AB12CD3.md`, `Note-LAPTOP-AB12CD3.md`); a custom computer name looks like any other name.
+
+iCloud's conflict copies (`Note 2.md`) cannot be told from a note the person numbered, so they are notes.
+Cloud placeholders (`cloud_placeholder_of`): iCloud replaces a note it evicted from the disk with a hidden
+`.Note.md.icloud`; the note is still in the vault, only not downloaded.
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ from typing import Literal
 
 from vault_sync.errors import PathOutsideVault
 
-FileKind = Literal["note", "trash", "ignored"]
+FileKind = Literal["note", "trash", "conflict", "ignored"]
 
 TRASH_FOLDER = ".trash"  # Obsidian's "move to Obsidian trash" target, at the vault root
 TEMP_PREFIX = ".engrama-tmp-"  # our temp files: hidden, so Obsidian and the watcher both skip them
@@ -28,6 +42,17 @@ TEMP_PREFIX = ".engrama-tmp-"  # our temp files: hidden, so Obsidian and the wat
 _HINT = "give a path relative to the vault, e.g. Projects/Engrama.md"
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")  # C:\x, C:/x and the drive-relative C:x
 _VIM_SWAP = re.compile(r"\.sw[a-px]$", re.IGNORECASE)  # vim counts down .swp, .swo, ... .swa; .swx probes
+# Each names the original note's stem and extension; see the module docstring for the tools behind them.
+_CONFLICT_NAMES = (
+    re.compile(r"^(?P<stem>.+)\.sync-conflict-\d{8}-\d{6}-[A-Z0-9]{7}(?P<ext>\.md)$", re.IGNORECASE),
+    re.compile(
+        r"^(?P<stem>.+?) \([^()]*\bconflicted copy\b[^()]*(?:\(\d+\)[^()]*)?\)(?P<ext>\.md)$", re.IGNORECASE
+    ),
+    re.compile(r"^(?P<stem>.+?) \(SFConflict [^()]*\)(?P<ext>\.md)$", re.IGNORECASE),
+    re.compile(r"^(?P<stem>.+?)_conflict-\d{8}-\d{6}(?P<ext>\.md)$", re.IGNORECASE),
+    re.compile(r"^(?P<stem>.+)-(?:DESKTOP|LAPTOP)-[A-Z0-9]{7}(?P<ext>\.md)$"),
+)
+_ICLOUD_PLACEHOLDER = re.compile(r"^\.(?P<name>.+\.md)\.icloud$", re.IGNORECASE)
 
 
 def resolve_in_vault(root: Path, rel: str) -> Path:
@@ -83,7 +108,33 @@ def classify(rel_path: str) -> FileKind:
         return "trash"
     if any(folder.startswith(".") for folder in folders):
         return "ignored"
+    if conflict_original(rel_path) is not None:
+        return "conflict"
     return "note"
+
+
+def conflict_original(rel_path: str) -> str | None:
+    """The vault path of the note that `rel_path` is a sync tool's conflict copy of; None for any other path.
+
+    Only the name is looked at: the original may be gone (the person kept the copy and deleted the note)."""
+    folder, _, name = rel_path.rpartition("/")
+    for pattern in _CONFLICT_NAMES:
+        found = pattern.match(name)
+        if found is not None:
+            original = found["stem"] + found["ext"]
+            return f"{folder}/{original}" if folder else original
+    return None
+
+
+def cloud_placeholder_of(name: str) -> str | None:
+    """The note file name an iCloud placeholder file name stands for (`.Note.md.icloud` -> `Note.md`), else None."""
+    found = _ICLOUD_PLACEHOLDER.match(name)
+    return found["name"] if found is not None else None
+
+
+def placeholder_name(name: str) -> str:
+    """The name of the iCloud placeholder that stands for the note file `name` while it is not downloaded."""
+    return f".{name}.icloud"
 
 
 def is_scratch_name(name: str) -> bool:

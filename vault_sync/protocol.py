@@ -51,3 +51,9 @@ class GraphPort(Protocol):
     async def record_file_state(self, state: FileState) -> None:
         """Remember the bytes now on disk (after one of our own writes)."""
         ...
+
+    async def get_meta(self, key: str) -> str | None:
+        """A small value kept beside the graph (e.g. what the last sync found for the person to look at)."""
+        ...
+
+    async def set_meta(self, key: str, value: str) -> None: ...

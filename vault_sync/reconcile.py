@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -18,14 +19,25 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vault_sync import identify
+from vault_sync.attention import load_attention, save_attention
 from vault_sync.errors import VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
-from vault_sync.paths import classify, resolve_in_vault
+from vault_sync.paths import classify, conflict_original, resolve_in_vault
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
 from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, same_stat
-from vault_sync.report import ARCHIVED, CREATED, FAILED, IGNORED, UNCHANGED, UPDATED, NoteOutcome, SyncReport
-from vault_sync.scan import scan_vault
+from vault_sync.report import (
+    ARCHIVED,
+    CREATED,
+    FAILED,
+    IGNORED,
+    UNCHANGED,
+    UPDATED,
+    ConflictCopy,
+    NoteOutcome,
+    SyncReport,
+)
+from vault_sync.scan import presence, scan_vault
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
@@ -42,6 +54,15 @@ PROCESS_THRESHOLD = 500
 # typed into, and it still arrives within seconds of the person pausing. Tests lower it (tests/conftest.py).
 DEFAULT_SETTLE = 3.0
 DEFER_MARGIN = 0.05  # look again a moment after the quiet window ends, so the file is sure to be past it
+# One pass that would archive at least this share of the notes the graph knows, and at least this many notes,
+# archives nothing until confirmed (`confirm_archive`). People delete a few notes at a time, and while a server
+# runs the watcher archives each as it goes; a pass finding a quarter of the vault gone at once is far more
+# often a view of the vault the scan could not tell was partial (the empty mount point of an unmounted share,
+# a cloud client still downloading or evicting the vault, a sync tool half-way through a big change) than a
+# clean-up. Below 20 notes a wrong archive is small and undone when the notes come back (they revive by id),
+# so a small vault's ordinary deletes go through without asking.
+HOLD_BACK_SHARE = 0.25
+HOLD_BACK_MIN = 20
 Progress = Callable[[int, int], Awaitable[None] | None]
 ReadBatch = Callable[[Sequence[str], Mapping[str, FileState], bool], Awaitable[list[NoteRead]]]
 
@@ -128,9 +149,17 @@ class VaultSync:
             return outcome
 
     async def sync_vault(
-        self, folder: str | None = None, *, dry_run: bool = False, progress: Progress | None = None
+        self,
+        folder: str | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Progress | None = None,
+        confirm_archive: bool = False,
     ) -> SyncReport:
-        """Reconcile every note under `folder` (the whole vault by default); gone notes are archived."""
+        """Reconcile every note under `folder` (the whole vault by default); gone notes are archived.
+
+        When a large share of the vault is gone at once (`HOLD_BACK_SHARE`, `HOLD_BACK_MIN`) nothing is
+        archived unless `confirm_archive`: the report says how many were held back and how to confirm."""
         if folder:
             resolve_in_vault(self.root, folder)
         report = SyncReport()
@@ -149,12 +178,26 @@ class VaultSync:
                 read = await self._choose_reader(stack, len(todo))
                 await self._sync_batches(todo, known, dry_run, read, report, progress, len(entries))
             present = {e.rel_path for e in entries}
-            for path in sorted(set(known) - present):
-                if scan.covers(path):  # not under an unreadable folder, nor outside the scanned one
-                    outcome = await self._archive(path, dry_run)
-                    if outcome.action == ARCHIVED:
-                        report.add(outcome)
+            # Not under an unreadable folder, not a cloud placeholder, not outside the scanned folder.
+            gone = [path for path in sorted(set(known) - present) if scan.covers(path)]
+            await self._archive_gone(gone, known, report, dry_run=dry_run, confirm=confirm_archive)
+            report.conflict_copies = [ConflictCopy(copy, original) for copy, original in scan.conflicts]
+            report.not_downloaded = list(scan.placeholders)
+            if not dry_run:
+                before = await load_attention(self.graph)
+                await save_attention(self.graph, before, before.after_pass(scan.folder, report))
         return report
+
+    async def note_conflict_copy(self, rel: str) -> None:
+        """Keep the conflict copies listed for the person current as the watcher sees one come or go."""
+        original = conflict_original(rel)
+        if original is None:
+            return
+        there = await asyncio.to_thread(os.path.lexists, os.path.join(self.root, rel))
+        before = await load_attention(self.graph)
+        await save_attention(
+            self.graph, before, before.with_conflict_copy(ConflictCopy(rel, original), there)
+        )
 
     # --- steps ---------------------------------------------------------------------------------------------
 
@@ -345,12 +388,67 @@ class VaultSync:
             return False  # the other file is gone: this is a move, not a copy
         return identify.read_id(data) == existing.id
 
+    async def _archive_gone(
+        self,
+        paths: Sequence[str],
+        known: Mapping[str, FileState],
+        report: SyncReport,
+        *,
+        dry_run: bool,
+        confirm: bool,
+    ) -> None:
+        """Archive the notes a pass found gone, unless so many went at once that the view may be partial."""
+        leaving = await self._count_leaving(paths, known)
+        if not confirm and leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known):
+            report.archive_held_back = leaving
+            report.archive_hint = _hold_back_hint(leaving, len(known))
+            log.warning("%s", report.archive_hint)
+            return
+        for path in paths:
+            outcome = await self._archive(path, dry_run)
+            if outcome.action in (ARCHIVED, FAILED):
+                report.add(outcome)
+
+    async def _count_leaving(self, paths: Sequence[str], known: Mapping[str, FileState]) -> int:
+        """How many of these gone paths would archive a live node (a note moved elsewhere takes its node along).
+
+        In a dry run the moves found by this pass are not applied, so moved notes count as leaving there."""
+        ids = [state.node_id for path in paths if (state := known[path]).node_id]
+        refs = await self.graph.nodes_by_ids(ids) if ids else {}
+        leaving = 0
+        for path in paths:
+            ref = refs.get(known[path].node_id or "")
+            if ref is not None and ref.path in (None, path) and ref.status != "archived":
+                leaving += 1
+        return leaving
+
     async def _archive(self, rel: str, dry_run: bool) -> NoteOutcome:
+        """Archive the node of the note that was at `rel`, once the vault vouches that it is really gone.
+
+        A missing vault root, a folder that cannot be listed, or a cloud placeholder in the note's place mean
+        the note may still be there: it is left as it was, and the outcome says why (`scan.presence`)."""
         known = await self.graph.file_state(rel)
+        node_id = known.node_id if known else None
+        seen = await asyncio.to_thread(presence, self.root, rel, still_a_note=classify(rel) == "note")
+        if seen.state == "there":  # back already: the event it came back with syncs it
+            return NoteOutcome(rel, UNCHANGED, id=node_id)
+        if seen.state == "unseen":
+            log.info("%s not archived: %s", rel, seen.reason)
+            return NoteOutcome(rel, FAILED, id=node_id, error=f"not archived: {seen.reason}")
         if dry_run:
             return NoteOutcome(rel, ARCHIVED if known else UNCHANGED, id=known.node_id if known else None)
         node_id = await self.graph.archive_path(rel)
         return NoteOutcome(rel, ARCHIVED if node_id else UNCHANGED, id=node_id)
+
+
+def _hold_back_hint(leaving: int, live: int) -> str:
+    share = round(100 * leaving / live) if live else 100
+    return (
+        f"{leaving} of the {live} notes engrama knows ({share}%) are missing from the vault at once, so none "
+        "was archived: the vault may be only partly there (a drive unplugged, a share not mounted, a cloud "
+        "folder still downloading). If you did delete them, confirm with `engrama-vault sync "
+        "--confirm-archive` or engrama_sync_vault(confirm_archive=true)"
+    )
 
 
 async def _report(progress: Progress | None, done: int, total: int) -> None:

@@ -35,6 +35,14 @@ class SyncError:
     error: str
 
 
+@dataclass(frozen=True)
+class ConflictCopy:
+    """A sync tool's conflict copy beside a note: not synced as a note of its own; the person merges it."""
+
+    path: str
+    copy_of: str  # the note it is a conflict copy of (which may be gone)
+
+
 @dataclass
 class SyncReport:
     """Counts of a vault reconcile (a builder: filled in while the sync runs, then handed out)."""
@@ -48,6 +56,11 @@ class SyncReport:
     ids_injected: list[str] = field(default_factory=list)
     ids_owed: list[str] = field(default_factory=list)  # indexed; the id line follows once each note is quiet
     errors: list[SyncError] = field(default_factory=list)
+    # A partial view of the vault never archives what it cannot see (vault_sync.reconcile, vault_sync.scan):
+    archive_held_back: int = 0  # notes missing from the vault, not archived because so many went at once
+    archive_hint: str | None = None  # why they were held back and how to confirm
+    conflict_copies: list[ConflictCopy] = field(default_factory=list)
+    not_downloaded: list[str] = field(default_factory=list)  # notes only a cloud placeholder stands for
 
     def add(self, outcome: NoteOutcome) -> None:
         if outcome.action == FAILED:

@@ -12,7 +12,17 @@ of a second. It never leaves the vault and never loops:
 - a folder or file that cannot be listed or stat'ed is reported in `errors` and the walk goes on.
 
 A reconcile must not archive a known note just because the scan did not list it: use `ScanResult.covers`,
-which is False for paths outside the scanned folder and below anything that was reported as an error.
+which is False for paths outside the scanned folder, below anything that was reported as an error, and for
+notes that are in the vault only as a cloud placeholder. A note missed some other way (one path at a time, as
+the watcher reports them) is archived only when `presence` says it is really gone: the vault root and every
+folder on the way to it can be listed. A missing root (an unplugged drive, an unmounted share) archives nothing.
+
+Cloud placeholders, which mean "the note is there but not downloaded", are listed in `placeholders`, never
+read and never archived: iCloud's hidden `.Note.md.icloud` (beside no `Note.md`), and files the OS marks as
+not on the disk — macOS's dataless files (`SF_DATALESS`, how iCloud Drive, Dropbox and OneDrive keep
+online-only files there) and Windows' offline / recall-on-access files (OneDrive, Dropbox and Google Drive
+on-demand files). Reading those would make the cloud client download the whole vault, or fail offline.
+Placeholders that look like ordinary files (a zero-byte stub some clients write) cannot be told apart.
 """
 
 from __future__ import annotations
@@ -22,9 +32,22 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from vault_sync.errors import VaultError
-from vault_sync.paths import classify, is_inside, resolve_in_vault, to_rel
+from vault_sync.paths import (
+    classify,
+    cloud_placeholder_of,
+    conflict_original,
+    is_inside,
+    placeholder_name,
+    resolve_in_vault,
+    to_rel,
+)
+
+_SF_DATALESS = 0x40000000  # macOS st_flags: the file's data is in the cloud, not on the disk (sys/stat.h)
+# Windows st_file_attributes: OFFLINE (0x1000), RECALL_ON_OPEN (0x40000), RECALL_ON_DATA_ACCESS (0x400000).
+_WINDOWS_NOT_LOCAL = 0x1000 | 0x40000 | 0x400000
 
 
 @dataclass(frozen=True)
@@ -43,10 +66,12 @@ class ScanResult:
     folder: str
     notes: tuple[StatEntry, ...]
     errors: tuple[tuple[str, str], ...]  # (vault-relative path, what went wrong and what to do)
+    placeholders: tuple[str, ...] = ()  # notes in the vault only as a cloud placeholder (not downloaded)
+    conflicts: tuple[tuple[str, str], ...] = ()  # (conflict copy, the note it is a copy of)
 
     def covers(self, rel_path: str) -> bool:
         """True when this scan can vouch for `rel_path`: absent from `notes` then really means gone."""
-        if not _under(self.folder, rel_path):
+        if not _under(self.folder, rel_path) or rel_path in self.placeholders:
             return False
         return not any(_under(path, rel_path) for path, _ in self.errors)
 
@@ -58,6 +83,9 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
     a folder, or cannot be listed at all (then nothing is known, and a reconcile must not archive anything).
     Problems below the start folder are reported in `ScanResult.errors` instead.
     """
+    problem = _listing_problem(os.path.abspath(root))
+    if problem is not None:
+        raise VaultError(_root_message(root, problem))
     start = _start_folder(root, folder)
     walk = _Walk(os.path.abspath(root), os.path.realpath(root))
     try:
@@ -67,7 +95,88 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
     while walk.pending:
         walk.list_folder(walk.pending.pop(), raise_errors=False)
     notes = tuple(sorted(walk.notes, key=lambda entry: entry.rel_path))
-    return ScanResult(folder=start, notes=notes, errors=tuple(sorted(walk.errors)))
+    present = {entry.rel_path for entry in notes}
+    return ScanResult(
+        folder=start,
+        notes=notes,
+        errors=tuple(sorted(walk.errors)),
+        placeholders=tuple(sorted(set(walk.placeholders) - present)),
+        conflicts=tuple(sorted(walk.conflicts)),
+    )
+
+
+@dataclass(frozen=True)
+class Presence:
+    """What the vault can say about a path that a reconcile expected and did not find."""
+
+    state: Literal["gone", "there", "unseen"]  # unseen: the vault cannot tell (see `reason`)
+    reason: str = ""
+
+
+def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = False) -> Presence:
+    """Whether the note or folder at vault path `rel` is really gone, before anything is archived for it.
+
+    "gone" only when the vault root is a folder that can be listed, every folder on the way to `rel` that
+    still exists can be listed too, and the first missing part is really missing (not found, or a file where
+    a folder was). "unseen" for everything else: the root missing (an unplugged drive, an unmounted share), a
+    folder that cannot be listed, an I/O or permission error, a broken symlink, or an iCloud placeholder
+    standing for the note. "there" when the path is (again) in the vault; with `still_a_note=False` (the
+    path no longer names a note, e.g. it is now recognised as a conflict copy) the file itself may stay.
+    With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file.
+    """
+    root_abs = os.path.abspath(root)
+    problem = _listing_problem(root_abs)
+    if problem is not None:
+        return Presence("unseen", _root_message(root, problem))
+    parent, parts = root_abs, rel.split("/")
+    for depth, part in enumerate(parts):
+        path, shown, last = os.path.join(parent, part), "/".join(parts[: depth + 1]), depth == len(parts) - 1
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            if os.path.lexists(path):
+                return Presence("unseen", f"{shown} is a broken symlink; fix or remove the link")
+            if last and os.path.lexists(os.path.join(parent, placeholder_name(part))):
+                return Presence("unseen", _NOT_DOWNLOADED)
+            return Presence("gone")
+        except OSError as exc:
+            return Presence("unseen", f"{shown} cannot be read: {_describe(exc)}")
+        if last and not folder:
+            return Presence("there") if still_a_note else Presence("gone")
+        if not stat.S_ISDIR(st.st_mode):
+            return Presence("gone")  # a file where the folder was: the folder and all it held are gone
+        problem = _listing_problem(path)
+        if problem is not None:
+            return Presence("unseen", f"folder {shown} {problem}")
+        parent = path
+    return Presence("there") if folder else Presence("gone")
+
+
+_NOT_DOWNLOADED = (
+    "only its cloud placeholder is in the vault (not downloaded); download it (e.g. Finder: Download Now) "
+    "and it syncs again"
+)
+
+
+def _listing_problem(path: str) -> str | None:
+    """None when the folder at `path` can be listed, else what is wrong with it (opening it is enough)."""
+    try:
+        with os.scandir(path):
+            return None
+    except FileNotFoundError:
+        return "is missing"
+    except NotADirectoryError:
+        return "is not a folder"
+    except OSError as exc:
+        return f"cannot be listed: {_describe(exc)}"
+
+
+def _root_message(root: Path, problem: str) -> str:
+    hint = (
+        "is it on a drive that is unplugged, or a share that is not mounted? Nothing was synced or "
+        "archived; reconnect it, or point --vault / ENGRAMA_VAULT at the vault"
+    )
+    return f"the vault folder {root} {problem}: {hint}"
 
 
 class _Walk:
@@ -79,6 +188,8 @@ class _Walk:
         self.pending: list[str] = []
         self.notes: list[StatEntry] = []
         self.errors: list[tuple[str, str]] = []
+        self.placeholders: list[str] = []
+        self.conflicts: list[tuple[str, str]] = []
 
     def list_folder(self, rel_dir: str, *, raise_errors: bool) -> None:
         try:
@@ -102,8 +213,14 @@ class _Walk:
         elif entry.is_dir(follow_symlinks=False):
             if not entry.name.startswith("."):
                 self.pending.append(rel)
-        elif classify(rel) == "note":
+        elif (kind := classify(rel)) == "note":
             self.add_note(rel, entry.stat(follow_symlinks=False))
+        elif kind == "conflict":
+            self.conflicts.append((rel, conflict_original(rel) or rel))
+        elif (name := cloud_placeholder_of(entry.name)) is not None:
+            note = rel[: -len(entry.name)] + name
+            if classify(note) == "note":
+                self.placeholders.append(note)
 
     def visit_link(self, entry: os.DirEntry[str], rel: str) -> None:
         if entry.name.startswith("."):
@@ -131,10 +248,19 @@ class _Walk:
             self.add_note(rel, st)
 
     def add_note(self, rel: str, st: os.stat_result) -> None:
-        if stat.S_ISREG(st.st_mode):
+        if stat.S_ISREG(st.st_mode) and not_on_disk(st):
+            self.placeholders.append(rel)
+        elif stat.S_ISREG(st.st_mode):
             self.notes.append(StatEntry(rel, st.st_size, st.st_mtime_ns))
         else:
             self.errors.append((rel, "not a regular file (a pipe, socket or device); rename or remove it"))
+
+
+def not_on_disk(st: os.stat_result) -> bool:
+    """True for a file the OS marks as kept in the cloud only (macOS dataless, Windows offline/recall)."""
+    flags = getattr(st, "st_flags", 0) or 0
+    attributes = getattr(st, "st_file_attributes", 0) or 0
+    return bool(flags & _SF_DATALESS or attributes & _WINDOWS_NOT_LOCAL)
 
 
 def _start_folder(root: Path, folder: str | None) -> str:

@@ -85,7 +85,7 @@ def changes_for(root: Path, event: FileSystemEvent) -> list[Change]:
         if event.is_directory:
             if not any(part.startswith(".") for part in rel.split("/")):
                 changes.append((FOLDER, rel))
-        elif classify(rel) == "note":
+        elif classify(rel) in ("note", "conflict"):  # a conflict copy: listed for the person, never synced
             changes.append((NOTE, rel))
     return changes
 

@@ -10,6 +10,7 @@ import time
 
 from server.commands.common import add_common_options, settings_from
 from server.runtime import open_runtime
+from vault_sync.attention import conflict_advice
 from vault_sync.report import SyncReport
 
 
@@ -18,12 +19,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sync",
         help="reconcile every note of the vault with the graph",
         description="Reconcile every note of the vault with the graph: new notes get an engrama_id line, changed "
-        "notes update their node, deleted notes are archived. Exits 1 when some notes could not be synced.",
+        "notes update their node, deleted notes are archived. A pass that finds a large share of the vault "
+        "gone at once archives nothing until you confirm with --confirm-archive (the vault may be only partly "
+        "there: an unplugged drive, a share not mounted). Exits 1 when some notes could not be synced or "
+        "archiving was held back.",
     )
     add_common_options(parser)
     parser.add_argument("--folder", metavar="FOLDER", help="only this vault-relative folder")
     parser.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     parser.add_argument("--json", action="store_true", help="print the sync report as JSON on stdout")
+    parser.add_argument(
+        "--confirm-archive",
+        action="store_true",
+        help="archive the missing notes even when a large share of the vault is missing at once",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -51,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     async def go() -> SyncReport:
         async with open_runtime(settings, take_lease=not args.dry_run) as rt:
             sync = rt.require_sync()
-            report = await sync.sync_vault(args.folder, dry_run=args.dry_run, progress=bar)
+            report = await sync.sync_vault(
+                args.folder, dry_run=args.dry_run, progress=bar, confirm_archive=args.confirm_archive
+            )
             if sync.writable and not args.dry_run:  # no watcher will come back for notes just changed
                 await sync.settle_deferred(report, timeout=sync.settle + 5.0)
             return report
@@ -63,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print(_summary(report, time.perf_counter() - started, args.dry_run))
-    return 1 if report.errors else 0
+    return 1 if report.errors or report.archive_held_back else 0
 
 
 def _summary(report: SyncReport, seconds: float, dry_run: bool) -> str:
@@ -74,4 +85,13 @@ def _summary(report: SyncReport, seconds: float, dry_run: bool) -> str:
         f"{len(report.ids_injected)} ids {'to insert' if dry_run else 'inserted'}, {len(report.errors)} failed"
     ]
     lines.extend(f"  failed: {e.path}: {e.error}" for e in report.errors)
+    if report.archive_held_back:
+        lines.append(f"  archive held back: {report.archive_hint}")
+    lines.extend(f"  conflict copy: {c.path}: {conflict_advice(c)}" for c in report.conflict_copies)
+    if report.not_downloaded:
+        shown = ", ".join(report.not_downloaded[:5]) + (", ..." if len(report.not_downloaded) > 5 else "")
+        lines.append(
+            f"  not downloaded: {len(report.not_downloaded)} note(s) are only cloud placeholders and were left "
+            f"as they were ({shown}); download them to sync them"
+        )
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from server.runtime import Runtime
 from server.services.errors import NoteNotFound, ServiceError
+from vault_sync.paths import conflict_original
 from vault_sync.reconcile import Progress
 from vault_sync.report import FAILED, IGNORED, UNCHANGED, SyncReport
 
@@ -24,6 +25,11 @@ async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSyn
     outcome = await rt.require_sync().sync_path(path, dry_run=dry_run)
     if outcome.action == FAILED:
         raise ServiceError(f"{path} could not be synced: {outcome.error}")
+    if outcome.action == IGNORED and (original := conflict_original(path.replace("\\", "/"))):
+        raise ServiceError(
+            f"{path!r} is a sync tool's conflict copy of {original!r}; engrama does not sync it as a note of its "
+            f"own. Merge it into {original!r} in Obsidian and delete it"
+        )
     if outcome.action == IGNORED:
         raise ServiceError(
             f"{path!r} is not a note: only .md files outside dot-folders (.obsidian, .trash, ...) are synced"
@@ -37,7 +43,15 @@ async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSyn
 
 
 async def sync_vault(
-    rt: Runtime, folder: str | None = None, *, dry_run: bool = False, progress: Progress | None = None
+    rt: Runtime,
+    folder: str | None = None,
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    confirm_archive: bool = False,
 ) -> SyncReport:
-    """Reconcile every note under `folder` (the whole vault by default); gone notes are archived."""
-    return await rt.require_sync().sync_vault(folder or None, dry_run=dry_run, progress=progress)
+    """Reconcile every note under `folder` (the whole vault by default); gone notes are archived, unless a
+    large share of the vault is gone at once and `confirm_archive` is false (then the report holds them back)."""
+    return await rt.require_sync().sync_vault(
+        folder or None, dry_run=dry_run, progress=progress, confirm_archive=confirm_archive
+    )

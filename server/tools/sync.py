@@ -23,6 +23,11 @@ class SyncFailure(BaseModel):
     error: str
 
 
+class ConflictCopyResult(BaseModel):
+    path: str
+    copy_of: str = Field(description="the note it is a sync tool's conflict copy of; merge it there")
+
+
 class VaultSyncResult(BaseModel):
     scanned: int
     created: int
@@ -32,6 +37,17 @@ class VaultSyncResult(BaseModel):
     moved: int
     ids_injected: list[str] = Field(description="notes that got an engrama_id line")
     errors: list[SyncFailure] = Field(description="notes that could not be synced, with what to fix")
+    archive_held_back: int = Field(
+        0,
+        description="missing notes not archived because so many went at once; confirm_archive=true archives",
+    )
+    archive_hint: str | None = Field(None, description="why archiving was held back and how to confirm")
+    conflict_copies: list[ConflictCopyResult] = Field(
+        default_factory=list, description="conflict copies left by a sync tool: not synced; merge in Obsidian"
+    )
+    not_downloaded: list[str] = Field(
+        default_factory=list, description="notes present only as cloud placeholders: left as they were"
+    )
 
 
 def register(mcp: MCPServer) -> None:
@@ -53,10 +69,18 @@ def register(mcp: MCPServer) -> None:
         ctx: Context,
         folder: Annotated[str | None, Field(description="only this vault-relative folder")] = None,
         dry_run: Annotated[bool, Field(description="report what would change without writing")] = False,
+        confirm_archive: Annotated[
+            bool,
+            Field(
+                description="archive missing notes even when a large share of the vault is missing at once"
+            ),
+        ] = False,
     ) -> VaultSyncResult:
         """Reconcile the whole vault (or one folder) with the memory graph: new notes are added, changed
         ones updated, deleted ones archived. This already happens at start-up and on every edit, so call
-        it only when the person asks for a full re-sync. Reports progress while it runs."""
+        it only when the person asks for a full re-sync. Reports progress while it runs. When many notes are
+        missing at once nothing is archived (archive_held_back); pass confirm_archive=true only after the
+        person confirms they deleted them."""
 
         last: list[tuple[int, int]] = []
 
@@ -66,7 +90,9 @@ def register(mcp: MCPServer) -> None:
 
         await ctx.report_progress(0, None, "scanning the vault")
         with tool_errors():
-            report = await sync_vault(runtime(ctx), folder, dry_run=dry_run, progress=progress)
+            report = await sync_vault(
+                runtime(ctx), folder, dry_run=dry_run, progress=progress, confirm_archive=confirm_archive
+            )
         if last != [(report.scanned, report.scanned)]:  # unchanged notes are skipped without a tick
             await progress(report.scanned, report.scanned)
         return VaultSyncResult.model_validate(report.as_dict())
