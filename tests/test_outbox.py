@@ -260,6 +260,8 @@ async def test_a_row_replayed_after_a_crash_writes_nothing_twice(rt: Runtime, va
     notes = {p: (vault / p).read_bytes() for p in ("Projects/Atlas.md", "Technologies/Zig.md")}
     assert b"status: archived" in notes["Projects/Atlas.md"] and b'"[[Zig]]"' in notes["Projects/Atlas.md"]
     assert notes["Technologies/Zig.md"].count(b"Fast to compile.") == 1
+    open_tool_edges = "select count(*) from edges where origin = 'tool' and valid_to is null"
+    assert await rt.store.read(lambda conn: conn.execute(open_tool_edges).fetchone()[0]) == 0  # as a rebuild
 
     # A SIGKILL after the note writes but before the rows were dropped: they are all applied again.
     for row in rows:

@@ -14,8 +14,9 @@ Every reflect first restores decisions from these records: an insight note (foun
 `insight_key`, wherever it was moved) gives its `insight_status`, and each key in the dismissed list is
 dismissed. The vault record wins over the database, so setting `insight_status: dismissed` in an insight's
 note retracts an approval. A decision taken by a process that may not write the vault (another process holds
-its lease) is kept in the database with `recorded_at` unset, and the process holding the vault writes its
-record at its next reflect (`record_missing_decisions`). Once recorded, a record the person deletes is not
+its lease) is kept in the database with `recorded_at` unset and, in the same transaction, queued in the outbox:
+the process holding the vault writes its record within about a second (`server.services.outbox`), and any
+decision still unrecorded at a reflect is recorded then (`record_missing_decisions`). Once recorded, a record the person deletes is not
 written again: deleting an insight's note does not bring it back.
 """
 
