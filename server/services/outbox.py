@@ -32,6 +32,7 @@ from vault_sync.errors import VaultError
 from vault_sync.notes import update_note
 from vault_sync.outbox import (
     ArchiveChange,
+    Change,
     EntityChange,
     InsightRecord,
     QueuedRelation,
@@ -97,7 +98,7 @@ async def _apply_row(rt: Runtime, row: QueuedRow) -> bool:
     return False
 
 
-async def _apply(rt: Runtime, change: object) -> str | None:
+async def _apply(rt: Runtime, change: Change) -> str | None:
     """Write one change into the vault; returns the node whose note now states it (None when no note)."""
     if isinstance(change, EntityChange):
         return await _apply_entity(rt, change)
@@ -107,10 +108,8 @@ async def _apply(rt: Runtime, change: object) -> str | None:
     if isinstance(change, TrashChange):
         await apply_queued_trash(rt, change)
         return None
-    if isinstance(change, InsightRecord):
-        await _apply_insight(rt, change)
-        return None
-    raise ValueError(f"unknown queued change {change!r}")
+    await _apply_insight(rt, change)
+    return None
 
 
 async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
