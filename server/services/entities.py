@@ -111,26 +111,50 @@ async def plan_relations(
 
 async def revive_entity(rt: Runtime, node: Node, reason: str) -> tuple[Node, Revival | None]:
     """Make the archived entity `node` current again by itself (a relation reaches it); returns the
-    entity as it is now and the revival (None when none happened).
-
-    Its note gets the keys `plan_revival` names. A note deleted for good is created anew with a fresh id
-    (see `write_entity`): the old node stays archived, the new one is returned, and no revival is reported."""
-    revival = await plan_revival(rt, node, {})
-    since = utc_now()
-    if revival is not None and not writes_notes(rt):
-        await rt.store.write(memory_sql.revive_in_graph, node.id, since)
-    write, remove = (revival.set, revival.remove) if revival is not None else ({}, ())
-    written = await write_entity(
-        rt, node.label, node.name, write, None, (), target=node, remove=remove, reason=reason
-    )
-    if written.path is not None and written.id == node.id:
-        await rt.store.write(history_sql.annotate, node.id, [*write, *remove], since, reason)
+    entity as it is now and the revival (None when none happened, see `write_reviving`)."""
+    written, revival = await write_reviving(rt, node.label, node.name, {}, None, (), node, reason)
     now = await rt.store.get_node(written.id)
     if now is None:
         raise ServiceError(
             f"{node.name!r} could not be made current again; call engrama_sync_vault and retry"
         )
-    return now, revival if written.id == node.id else None
+    return now, revival
+
+
+async def write_reviving(
+    rt: Runtime,
+    label: str,
+    name: str,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    relations: Sequence[PlannedRelation],
+    target: Node | None,
+    reason: str,
+    *,
+    superseded_too: bool = True,
+) -> tuple[EntityWrite, Revival | None]:
+    """`write_entity` into `target`, making it current again when it is archived (or superseded, unless
+    `superseded_too` is False) in the same write; `reason` goes into the history of what changed.
+
+    Returns the write and the revival, which is None when there was none to make, and also when the
+    entity's note was deleted for good: then a new entity was written and the old one stays archived."""
+    revival = None
+    if target is not None and target.status != "stub" and (superseded_too or target.status == "archived"):
+        revival = await plan_revival(rt, target, properties)
+    write, remove = dict(properties), ()
+    if revival is not None:
+        write, remove = {**revival.set, **write}, revival.remove
+    since = utc_now()
+    if revival is not None and target is not None and not writes_notes(rt):
+        await rt.store.write(memory_sql.revive_in_graph, target.id, since)
+    written = await write_entity(
+        rt, label, name, write, observation, relations, target=target, remove=remove, reason=reason
+    )
+    if written.path is not None:  # the reconcile recorded the replaced values: say why they changed
+        await rt.store.write(history_sql.annotate, written.id, [*write, *remove], since, reason)
+    if target is not None and written.id != target.id:
+        revival = None
+    return written, revival
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:

@@ -10,12 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server.runtime import Runtime
-from server.services.entities import RelationSpec, plan_relations, write_entity, writes_notes
+from server.services.entities import RelationSpec, plan_relations, write_reviving
 from server.services.errors import ServiceError
-from server.services.revival import plan_revival
 from server.services.schema import optional_label, require_name, require_relation, single_label
-from server.store import Node, history_sql, memory_sql
-from server.store.clock import utc_now
+from server.store import Node, memory_sql
 
 REVIVED_BY = "made current again by engrama_relate"
 
@@ -47,17 +45,13 @@ async def relate(
     wanted = optional_label(rt.profile, source_label)
     label, name, node = await _source(rt, source, wanted, rel)
     [planned] = await plan_relations(rt, label, name, [RelationSpec(rel, target, target_label)])
-    revival = await plan_revival(rt, node, {}) if node is not None and node.status == "archived" else None
-    write, remove = (revival.set, revival.remove) if revival is not None else ({}, ())
-    since = utc_now()
-    if revival is not None and node is not None and not writes_notes(rt):
-        await rt.store.write(memory_sql.revive_in_graph, node.id, since)
-    written = await write_entity(rt, label, name, write, None, [planned], target=node, remove=remove)
-    if revival is not None and node is not None and written.id == node.id and written.path is not None:
-        await rt.store.write(history_sql.annotate, node.id, [*write, *remove], since, REVIVED_BY)
-    revived = [planned.target.name] if planned.revived is not None else []
-    if revival is not None and node is not None and written.id == node.id:
-        revived.insert(0, written.name)
+    # A superseded source stays superseded: relating it says how it connects, not that it holds again.
+    written, revival = await write_reviving(
+        rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False
+    )
+    revived = [written.name] if revival is not None else []
+    if planned.revived is not None:
+        revived.append(planned.target.name)
     message = written.message if written.relations_created else "the relation was already recorded"
     if revived:
         verb = "was archived and is" if len(revived) == 1 else "were archived and are"

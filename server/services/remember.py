@@ -9,12 +9,11 @@ from typing import Any
 from server.runtime import Runtime
 from server.services import reflect_hooks
 from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
-from server.services.entities import PlannedRelation, RelationSpec, plan_relations, write_entity, writes_notes
+from server.services.entities import PlannedRelation, RelationSpec, plan_relations, write_reviving
 from server.services.errors import ServiceError
-from server.services.revival import Revival, plan_revival
+from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_properties
-from server.store import history_sql, memory_sql
-from server.store.clock import utc_now
+from server.store import memory_sql
 
 MAX_OBSERVATION_CHARS = 20_000
 MAX_RELATIONS = 50
@@ -69,21 +68,8 @@ async def remember(
     target = await rt.store.read(memory_sql.find_entity, label, name)
     current = target.properties if target is not None and target.status != "stub" else {}
     plan = plan_properties(target.name if target else name, current, props, choice)
-    revival = await plan_revival(rt, target, plan.write) if target is not None else None
-    write, remove = plan.write, ()
-    if revival is not None:
-        write, remove = {**revival.set, **write}, revival.remove
     why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
-    since = utc_now()
-    if revival is not None and target is not None and not writes_notes(rt):
-        await rt.store.write(memory_sql.revive_in_graph, target.id, since)
-    written = await write_entity(
-        rt, label, name, write, observation, planned, target=target, remove=remove, reason=why
-    )
-    if written.path is not None:  # the reconcile recorded the replaced values: say why they changed
-        await rt.store.write(history_sql.annotate, written.id, [*write, *remove], since, why)
-    if target is not None and written.id != target.id:
-        revival = None  # its note was deleted for good: a new entity was created, the old one stays archived
+    written, revival = await write_reviving(rt, label, name, plan.write, observation, planned, target, why)
     await reflect_hooks.note_remembered(rt)
     return Remembered(
         id=written.id,
