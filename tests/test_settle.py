@@ -206,3 +206,23 @@ async def test_a_one_shot_sync_waits_for_just_written_notes_and_names_them(
     await sync.settle_deferred(report, timeout=5)
     assert (report.ids_owed, report.ids_injected) == ([], ["Now.md"])
     assert read_id((vault / "Now.md").read_bytes()) is not None
+
+
+async def test_a_tool_writing_a_note_still_owed_its_id_writes_the_id_it_was_indexed_under(
+    vault: Path, db_path: Path
+) -> None:
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    (vault / "Concepts").mkdir()
+    note = vault / "Concepts" / "Topic.md"
+    note.write_text("---\ntype: Concept\n---\nJust saved by the person.\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, watch=False, settle=30)
+    async with open_runtime(settings) as rt:
+        first = await rt.require_sync().sync_path("Concepts/Topic.md")
+        assert first.id_owed and read_id(note.read_bytes()) is None
+        done = await remember(rt, "Concept", "Topic", observation="Seen again today.")
+    data = note.read_text(encoding="utf-8")
+    assert done.id == first.id and read_id(data.encode()) == first.id
+    assert "Just saved by the person." in data and "Seen again today." in data

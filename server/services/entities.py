@@ -203,7 +203,9 @@ async def write_entity(
     existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
     if existing is not None and existing.path and existing.status != "stub":
         try:
-            added = await _update(rt, existing.path, properties, observation, relations, remove)
+            added = await _update(
+                rt, existing.path, properties, observation, relations, remove, node_id=existing.id
+            )
             return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
         except FileNotFoundError:
             pass
@@ -259,7 +261,7 @@ async def _write_found(
             ) from exc
         how = f"its note was in the trash ({found.path}) and is back at {rel}"
     node = await reconcile_moved(rt, node, rel)
-    added = await _update(rt, rel, properties, observation, relations, remove)
+    added = await _update(rt, rel, properties, observation, relations, remove, node_id=node.id)
     done = await _settled(rt, rel, node.id, node.label, node.name, False, added)
     return replace(done, message=f"{done.message}; {how}")
 
@@ -283,14 +285,21 @@ async def _update(
     observation: str | None,
     relations: Sequence[PlannedRelation],
     remove: tuple[str, ...] = (),
+    *,
+    node_id: str | None = None,
 ) -> int:
-    """Edit the note's own keys, observation and relations; returns how many relations were new."""
+    """Edit the note's own keys, observation and relations; returns how many relations were new.
+
+    A note still owed its id line (indexed under `node_id` while it was blank or just changed) gets it in the
+    same write: the tool replaces the file anyway, so the line adds no new race with the person's editor."""
     today = date.today().isoformat()
     counted: dict[str, int] = {}
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, relations)
+        if node_id is not None and identify.read_id(data) is None:
+            data = identify.insert_id(data, node_id)
         return data
 
     try:
@@ -332,7 +341,7 @@ async def _create(
         except NoteExists:
             same = await _note_is_entity(rt, rel, label, name)
             if same is not None:  # the entity's own note, not synced yet: merge into it
-                added = await _update(rt, rel, properties, observation, relations)
+                added = await _update(rt, rel, properties, observation, relations, node_id=same)
                 return await _settled(rt, rel, same, label, name, False, added)
             continue
         return await _settled(rt, result.path, node_id, label, name, created, added)
