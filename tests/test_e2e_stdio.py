@@ -100,7 +100,7 @@ async def test_a_realistic_session_over_stdio(seeded: Path, db_path: Path, tmp_p
                 session, "engrama_relate", {"source": "Engrama", "rel_type": "ORBITS", "target": "X"}
             )
             assert "vault" in await error_of(session, "engrama_sync_note", {"path": "../../etc/passwd"})
-            assert "1000" in await error_of(session, "engrama_search", {"query": "x" * 10_000})
+            assert "100,000" in await error_of(session, "engrama_search", {"query": "x" * 100_001})
             assert (await call(session, "engrama_status", {}))["vault"]["configured"] is True
 
     person = (seeded / "People/Maya Lindqvist.md").read_text(encoding="utf-8")

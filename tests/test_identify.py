@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from vault_sync.began import id_began
 from vault_sync.errors import MalformedNote, UnreadableNote
 from vault_sync.frontmatter import read_frontmatter
 from vault_sync.identify import insert_id, new_engrama_id, read_id, set_id
@@ -121,10 +122,13 @@ def test_an_id_yaml_would_misread_is_quoted() -> None:
     assert out == b"---\nengrama_id: '2024-01-01'\n---\n"
 
 
-def test_new_engrama_id_is_a_uuid4() -> None:
+def test_new_engrama_id_is_a_uuid7_stamped_with_when_the_note_began() -> None:
     value = new_engrama_id()
-    assert uuid.UUID(value).version == 4
+    assert uuid.UUID(value).version == 7 and uuid.UUID(value).variant == uuid.RFC_4122
     assert value != new_engrama_id()
+    assert id_began(new_engrama_id("2019-03-04T05:06:07Z")) == "2019-03-04T05:06:07Z"
+    assert id_began(new_engrama_id("2999-01-01")) < "2999"  # a start in the future is not evidence: now
+    assert id_began(str(uuid.uuid4())) is None and id_began("my-own-id") is None
 
 
 def test_blank_crlf_lines_before_an_indented_mapping() -> None:

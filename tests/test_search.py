@@ -116,10 +116,13 @@ async def test_archived_notes_are_hidden_unless_asked_for(rt: Runtime, vault: Pa
 
 
 async def test_as_of_finds_a_note_deleted_since_but_not_one_deleted_before(rt: Runtime, vault: Path) -> None:
+    write(vault, "Cooking/Bread.md", "---\ndate: 2024-01-10\n---\n" + CORPUS["Cooking/Bread.md"])
+    await rt.require_sync().sync_path("Cooking/Bread.md")
     (vault / "Cooking/Bread.md").unlink()
     await rt.require_sync().sync_vault()
     assert "Bread" not in await names(rt, "sourdough starter")
     assert await names(rt, "sourdough starter", as_of="2024-03-01") == ["Bread"]  # it was there then
+    assert "Bread" not in await names(rt, "sourdough starter", as_of="2023-12-31")  # not yet written
     assert "Bread" not in await names(rt, "sourdough starter", as_of="2999-01-01")
 
 

@@ -167,10 +167,12 @@ async def test_as_of_shows_the_entity_as_it_was(rt: Runtime, vault: Path) -> Non
     first = b"---\ntype: Project\nname: Engrama\nstatus: idea\n---\nBuilt on [[SQLite]].\n"
     node_id = await synced(rt, vault, rel, first)
     await synced(rt, vault, "Technologies/DuckDB.md", b"An analytics engine.\n")
-    # As if the graph had known the note since 2025: the edge came with it, so its start is unknown.
+    # As if the graph had known the note since 2025: the edge came with it, so it starts with the note.
     await rt.store.db.run(
         lambda conn: conn.execute(
-            "update nodes set created_at = '2025-01-01T00:00:00Z' where id = ?", (node_id,)
+            "update nodes set created_at = '2025-01-01T00:00:00Z', began_at = '2025-01-01T00:00:00Z' "
+            "where id = ?",
+            (node_id,),
         )
     )
     await rt.store.db.run(

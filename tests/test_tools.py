@@ -92,7 +92,7 @@ async def test_every_tool_has_a_schema_docstring_and_annotations(settings: Setti
             "reason",
         }
         assert tools["engrama_context"].input_schema["properties"]["hops"]["maximum"] == 3
-        assert tools["engrama_search"].input_schema["properties"]["query"]["maxLength"] == 1000
+        assert tools["engrama_search"].input_schema["properties"]["query"]["maxLength"] == 100_000
 
 
 async def test_status_omits_what_is_switched_off(settings: Settings) -> None:
@@ -109,8 +109,9 @@ async def test_search_finds_notes_and_refuses_an_overlong_query(settings: Settin
         found = await call_ok(client, "engrama_search", {"query": "embedded database"})
         assert found["results"][0]["name"] == "SQLite" and found["search_mode"] == "fulltext"
         assert "pending_insights" not in found and "proactive_hint" not in found
-        message = await call_error(client, "engrama_search", {"query": "memory " * 1500})
-        assert "1000" in message
+        assert (await call_ok(client, "engrama_search", {"query": "embedded database " * 600}))["results"]
+        message = await call_error(client, "engrama_search", {"query": "memory " * 15_000})
+        assert "105,000 characters" in message and "100,000" in message
         assert "unknown label" in await call_error(client, "engrama_search", {"query": "x", "label": "Nope"})
         assert "ISO date" in await call_error(client, "engrama_search", {"query": "x", "as_of": "last week"})
         assert (await call_ok(client, "engrama_search", {"query": "vault"}))["results"]  # still serving

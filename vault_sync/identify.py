@@ -7,9 +7,12 @@ the old one plus the id, or nothing is returned and the caller leaves the file a
 
 from __future__ import annotations
 
+import os
 import re
+import time
 import uuid
 
+from vault_sync.began import moment_ms
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
@@ -35,9 +38,18 @@ def _id_entry(new_id: str, *, indent: str = "", newline: str = "\n") -> str:
     return render_entry(ID_KEY, new_id, indent=indent, newline=newline)
 
 
-def new_engrama_id() -> str:
-    """A fresh node identity (a random UUID4 string)."""
-    return str(uuid.uuid4())
+def new_engrama_id(began: str | None = None) -> str:
+    """A fresh node identity: a UUIDv7 string (RFC 9562), 74 random bits and a millisecond time.
+
+    The time is when the note began as far as engrama can tell (`began`: its file's creation or modification
+    time, `vault_sync/began.py`) when that is earlier than now, else now. Writing the id line gives the file
+    new times; the id keeps the old evidence, so `as_of` answers the same after the database is rebuilt."""
+    now_ms = time.time_ns() // 1_000_000
+    stamped = moment_ms(began)
+    ms = stamped if stamped is not None and 0 <= stamped < now_ms else now_ms
+    random = int.from_bytes(os.urandom(10), "big")
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (random >> 62 & 0xFFF) << 64 | 0b10 << 62
+    return str(uuid.UUID(int=value | random & (1 << 62) - 1))
 
 
 def insert_id(data: bytes, new_id: str) -> bytes:

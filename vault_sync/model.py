@@ -54,6 +54,11 @@ class ParsedNote:
     valid_from: str | None = None  # ISO date or UTC date-time
     valid_to: str | None = None  # set: the fact no longer holds (superseded); its confidence is halved
     confidence: float | None = None  # 0-1; the graph's default is 1.0
+    # When the note began, if `valid_from:` does not say (issue 12, `vault_sync/began.py`): the earliest date
+    # among its `date:` / `created:` keys (they stay properties too), and the earliest time its file vouches
+    # for (creation or modification time; set by the reader, which has the file's stat, None otherwise).
+    began: str | None = None  # ISO date or UTC date-time
+    file_began: str | None = None  # UTC date-time
 
 
 @dataclass(frozen=True)

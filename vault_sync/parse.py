@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, time
 from typing import Any
 
+from vault_sync.began import frontmatter_began
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
 from vault_sync.model import WIKILINK_REL, Link, ParsedNote
 from vault_sync.wikilinks import extract_wikilinks, relation_targets
@@ -70,6 +71,7 @@ def parse_note(
         valid_from=temporal.get("valid_from"),
         valid_to=temporal.get("valid_to"),
         confidence=temporal.get("confidence"),
+        began=frontmatter_began(properties),
     )
 
 

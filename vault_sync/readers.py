@@ -157,7 +157,8 @@ class NoteReader:
 
     def _identify(self, read: NoteRead) -> NoteRead:
         try:
-            note, state, chunks = self.write_id(read, identify.new_engrama_id())
+            began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
+            note, state, chunks = self.write_id(read, identify.new_engrama_id(began))
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))
         return replace(read, note=note, state=state, chunks=chunks, injected=True)

@@ -325,7 +325,7 @@ class VaultSync:
                 return NoteOutcome(
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
-            node_id = owner or identify.new_engrama_id()
+            node_id = owner or identify.new_engrama_id(note.file_began)  # stamped with when it began
             if self.writable and read.may_take_id(self.settle):
                 try:
                     note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Iterator
 
 MAX_TOKENS = 64  # bm25 over more OR-ed terms costs time and adds nothing a person typed on purpose
 
@@ -66,20 +67,31 @@ def query_tokens(question: str, *, max_tokens: int = MAX_TOKENS) -> list[str]:
 
     Single letters are dropped too (the `s` of `Caroline's`); single digits stay, since "3 kids" means 3.
     """
+    tokens: dict[str, None] = {}
+    for token in _search_words(question):
+        tokens[token] = None
+        if len(tokens) >= max_tokens:
+            break
+    return list(tokens)
+
+
+def query_word_counts(question: str) -> dict[str, int]:
+    """Every distinct search word of `question` (as `query_tokens` picks them), in order, with how often it
+    occurs: what a long query (a pasted paragraph) is about shows in the words it repeats."""
+    counts: dict[str, int] = {}
+    for token in _search_words(question):
+        counts[token] = counts.get(token, 0) + 1
+    return counts
+
+
+def _search_words(question: str) -> Iterator[str]:
     # NFC joins a letter and its combining accent; lower() (not casefold) because unicode61 folds
     # case the simple way and would never match "strasse" for a stored "straße".
     text = unicodedata.normalize("NFC", question).lower()
-    tokens: list[str] = []
-    seen: set[str] = set()
     for match in _token_pattern().finditer(text):
         token = match.group()
-        if token in STOPWORDS or token in seen or (len(token) == 1 and not token.isdigit()):
-            continue
-        seen.add(token)
-        tokens.append(token)
-        if len(tokens) >= max_tokens:
-            break
-    return tokens
+        if token not in STOPWORDS and (len(token) > 1 or token.isdigit()):
+            yield token
 
 
 def quote_token(token: str) -> str:

@@ -11,6 +11,7 @@ searched as before.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 
 from server.search.fts_query import MAX_TOKENS, query_tokens, quote_token, word_matches
 
@@ -37,15 +38,24 @@ def query_names(question: str) -> list[str]:
 
 
 def weighted_match(
-    question: str, names: list[str], *, name_weight: int = 2, prefix_min: int | None = None
+    question: str,
+    names: list[str],
+    *,
+    name_weight: int = 2,
+    prefix_min: int | None = None,
+    tokens: list[str] | None = None,
+    repeats: Mapping[str, int] | None = None,
 ) -> str | None:
     """The OR-ed FTS5 expression of `question` (see fts_query) with each name repeated `name_weight` times,
-    and every other word of at least `prefix_min` letters matched as a prefix of its stem.
+    and every other word of at least `prefix_min` letters matched as a prefix of its stem. `tokens`, when
+    given, are the words to search instead of the question's first ones, and `repeats` how many times each
+    counts (a long query's telling words, weighted by how often the query uses them: telling.py).
 
     FTS5's bm25 sums over the phrases of the query, so a phrase given twice counts twice. A prefix after the
     porter stem reaches a word's family ("activities" -> activ* -> activity, active, activist), which a
     question rephrasing the note needs; short words and names stay exact."""
-    tokens = query_tokens(question, max_tokens=MAX_TOKENS)
+    if tokens is None:
+        tokens = query_tokens(question, max_tokens=MAX_TOKENS)
     if not tokens:
         return None
     terms: list[str] = []
@@ -54,7 +64,7 @@ def weighted_match(
             terms.extend([quote_token(token)] * name_weight)
         else:
             wide = prefix_min is not None and len(token) >= prefix_min
-            terms.append(quote_token(token) + ("*" if wide else ""))
+            terms.extend([quote_token(token) + ("*" if wide else "")] * (repeats or {}).get(token, 1))
     return " OR ".join(terms)
 
 

@@ -27,8 +27,8 @@ from typing import Any
 from server.embeddings.base import Embedder, EmbeddingUnavailable
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
-from server.search import fusion
-from server.search.fts_query import query_tokens
+from server.search import fusion, telling
+from server.search.fts_query import query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
 from server.store import search_sql, vectors_sql
@@ -120,19 +120,44 @@ async def run_search(
     rt: Runtime, query: str, where: NodeFilter, limit: int, explain: bool, tuning: Tuning
 ) -> SearchResponse:
     """`search` with explicit tuning (the benchmark's entry point; the tool goes through `search`)."""
-    names = query_names(query)
-    match = weighted_match(query, names, name_weight=tuning.name_weight, prefix_min=tuning.prefix_min)
+    tokens, repeats = await _query_words(rt, query)
+    names = [name for name in query_names(query) if name in tokens]
+    match = weighted_match(
+        query,
+        names,
+        name_weight=tuning.name_weight,
+        prefix_min=tuning.prefix_min,
+        tokens=tokens,
+        repeats=repeats,
+    )
     if match is None:
         mode, reason = _mode_without_query(rt)
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
-    plan = _Plan(match, all_names_match(names), query_tokens(query), vector, where, limit, tuning)
+    plan = _Plan(match, all_names_match(names), tokens, vector, where, limit, tuning)
     aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
     ranked, vector_reason = await rt.store.read(_rank, plan, aside)
     if vector_reason is not None:
         vector, reason = None, vector_reason
     hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
     return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
+
+
+async def _query_words(rt: Runtime, query: str) -> tuple[list[str], dict[str, int] | None]:
+    """The words to search by, and how many times each counts (None: once): every word of a short query;
+    a long query's most telling words, weighted by how often it uses them (telling.py)."""
+    counts = query_word_counts(query)
+    if not telling.is_long(counts):
+        return list(counts), None  # what query_tokens gives: a short query is searched as it always was
+    words = await rt.store.read(_telling_words, counts)
+    return words, telling.repeats(counts, words)
+
+
+def _telling_words(conn: Any, counts: dict[str, int]) -> list[str]:
+    words = telling.lookup_words(counts)
+    terms = [quote_token(word) for word in words]
+    frequencies, notes = search_sql.note_frequencies(conn, terms, telling.COMMON_AT)
+    return telling.telling_words(counts, dict(zip(words, frequencies, strict=True)), notes)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from server.store import history_sql
 from server.store.nodes_sql import (
     NODE_COLUMNS,
     Node,
+    edge_valid_on,
     find_nodes,
     merge_entity,
-    moment_width,
     row_to_node,
     valid_on,
 )
@@ -197,19 +197,12 @@ def has_open_edge(conn: Any, source: str, rel_type: str, target: str) -> bool:
 
 def _edge_filter(as_of: str | None) -> tuple[str, list[str], str, list[str]]:
     """(edge condition, its parameters, node condition, its parameters) for open edges now, or for the
-    edges and nodes that held on `as_of`.
-
-    An edge that came with its note when the graph first saw the note (its `valid_from` is the source
-    node's `created_at`) has an unknown start, like a note without `valid_from:`."""
+    edges and nodes that held on `as_of` (`nodes_sql.edge_valid_on`, `nodes_sql.valid_on`)."""
     if as_of is None:
         return "e.valid_to is null", [], "n.status != 'archived'", []
-    width = moment_width(as_of)
-    edge = (
-        f"(e.valid_to is null or substr(e.valid_to, 1, {width}) >= ?) and (substr(e.valid_from, 1, {width}) <= ? "
-        "or e.valid_from <= (select s.created_at from nodes s where s.id = e.source))"
-    )
+    edge, edge_params = edge_valid_on("e", as_of)
     node, params = valid_on("n", as_of)
-    return edge, [as_of, as_of], node, params
+    return edge, edge_params, node, params
 
 
 def neighbourhood(

@@ -204,12 +204,40 @@ M005_OUTBOX = """
         create index outbox_subject on outbox(subject);
 """
 
+# When a note began (issue 12, item 8): `as_of` answers with what was known on that day, so a node's
+# `valid_from` is now the best evidence of its start (`nodes_sql.note_start`): the note's `valid_from:`, else
+# its `date:` / `created:`, else `began_at`, the earliest time its file and the graph vouch for (file creation
+# and modification times, the time stamped in the id, when the graph first saw it). A null start meant "as far
+# back as anyone asks", which let `as_of: 1990` find notes written this week.
+# Notes synced before this migration get what the database knows: the earlier of when the graph first saw
+# them and their file's recorded modification time, and a date key's day when it is an ISO date. Their next
+# change, or a rebuild, reads the note and its file again and refines it. Stubs keep a null start.
+M006_NOTE_START = """
+        alter table nodes add column began_at text;
+
+        update nodes set began_at = min(created_at, coalesce(
+            (select strftime('%Y-%m-%dT%H:%M:%SZ', f.mtime_ns / 1000000000, 'unixepoch') from files f
+             where f.path = nodes.path and f.mtime_ns >= 315532800000000000),
+            created_at))
+        where status != 'stub';
+
+        update nodes set valid_from = min(began_at, coalesce(
+            (select min(substr(j.value, 1, 10)) from json_each(nodes.properties) j
+             where j.type = 'text'
+               and lower(replace(replace(replace(j.key, ' ', ''), '_', ''), '-', ''))
+                   in ('date', 'created', 'createdat', 'createdon', 'datecreated', 'creationdate')
+               and date(substr(j.value, 1, 10)) = substr(j.value, 1, 10)),
+            began_at))
+        where valid_from is null and status != 'stub';
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
     (3, "m003_search_index", M003_SEARCH_INDEX),
     (4, "m004_temporal", M004_TEMPORAL),
     (5, "m005_outbox", M005_OUTBOX),
+    (6, "m006_note_start", M006_NOTE_START),
 )
 
 

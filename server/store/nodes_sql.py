@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from vault_sync.began import earliest, id_began
+from vault_sync.identify import new_engrama_id
+from vault_sync.model import ParsedNote
 
 
 @dataclass(frozen=True)
@@ -34,15 +37,51 @@ def moment_width(as_of: str) -> int:
 
 
 def valid_on(alias: str, as_of: str) -> tuple[str, list[str]]:
-    """SQL saying the node or edge `alias` held on `as_of`, and its parameters.
+    """SQL saying the node `alias` held on `as_of`, and its parameters.
 
-    A null `valid_from` is an unknown start: it held as far back as anyone can ask."""
+    A node's `valid_from` is when its note began (`note_start`), so `as_of` answers with what was known on
+    that day. Only a stub (a name some note links to, with no note of its own) has none: it held as far back
+    as the links to it, which `edge_valid_on` dates."""
     width = moment_width(as_of)
     return (
         f"({alias}.valid_from is null or substr({alias}.valid_from, 1, {width}) <= ?) "
         f"and ({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?)",
         [as_of, as_of],
     )
+
+
+def edge_valid_on(alias: str, as_of: str) -> tuple[str, list[str]]:
+    """SQL saying the edge `alias` held on `as_of`, and its parameters.
+
+    An edge the note already had when the graph first read it (opened no later than its source node was
+    created) starts with the note, at the node's `valid_from`; an edge added later starts when it was added."""
+    width = moment_width(as_of)
+    start = (
+        f"(select case when {alias}.valid_from <= s.created_at then s.valid_from else {alias}.valid_from end "
+        f"from nodes s where s.id = {alias}.source)"
+    )
+    return (
+        f"({alias}.valid_to is null or substr({alias}.valid_to, 1, {width}) >= ?) "
+        f"and coalesce(substr({start}, 1, {width}) <= ?, 1)",
+        [as_of, as_of],
+    )
+
+
+def note_start(note: ParsedNote, node_id: str, previous: str | None, now: str) -> tuple[str, str]:
+    """(valid_from, began_at) for the node of `note`: when it began, by the best evidence there is.
+
+    `began_at` is what the file and the graph vouch for: the earliest of the file's creation and
+    modification times seen so far (`note.file_began`), the time stamped in an id engrama minted
+    (`began.id_began`), and when the graph first saw the note (`previous`, the stored `began_at`; `now` for a
+    new node). It only ever moves earlier, so an edit never makes a note younger. `valid_from` is the note's
+    own `valid_from:` when it has one; else its `date:` / `created:` date, unless the file shows the note
+    existed before that day (a note dated ahead, e.g. a planned meeting, was still known since it was written);
+    else `began_at`. Deleting the database and syncing again gives the same answer wherever the start comes
+    from the note or its file; only the first-seen part can move later."""
+    began_at = earliest(previous or now, note.file_began, id_began(node_id)) or now
+    if note.valid_from:
+        return note.valid_from, began_at
+    return earliest(note.began, began_at) or began_at, began_at
 
 
 def row_to_node(row: Any) -> Node:
@@ -94,11 +133,13 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         (name.strip(), label),
     ).fetchone()
     if row is None:
-        node_id = str(uuid.uuid4())
+        node_id = new_engrama_id()
+        # A tool's entity begins now; when its note is written and read, `note_start` takes over.
+        payload = json.dumps(properties, sort_keys=True, default=str)
         conn.execute(
-            "insert into nodes (id, label, name, properties, status, created_at, updated_at) "
-            "values (?, ?, ?, ?, 'active', ?, ?)",
-            (node_id, label, name.strip(), json.dumps(properties, sort_keys=True, default=str), now, now),
+            "insert into nodes (id, label, name, properties, status, created_at, updated_at, valid_from, "
+            "began_at) values (?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+            (node_id, label, name.strip(), payload, now, now, now, now),
         )
         conn.execute(
             "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
@@ -108,8 +149,9 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
     merged = {**json.loads(row["properties"] or "{}"), **properties}
     conn.execute(
         "update nodes set label = ?, properties = ?, status = 'active', updated_at = ?, confidence = 1.0, "
-        "base_confidence = null, decayed_at = null where id = ?",
-        (label, json.dumps(merged, sort_keys=True, default=str), now, row["id"]),
+        "base_confidence = null, decayed_at = null, valid_from = coalesce(valid_from, ?), "
+        "began_at = coalesce(began_at, ?) where id = ?",
+        (label, json.dumps(merged, sort_keys=True, default=str), now, now, now, row["id"]),
     )
     return row["id"], row["status"] == "stub"
 

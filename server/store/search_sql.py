@@ -123,6 +123,16 @@ def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tupl
     return [(r[1], r[2]) for r in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)]
 
 
+def note_frequencies(conn: Any, terms: Sequence[str], cap: int) -> tuple[list[int], int]:
+    """How many notes match each FTS5 term of `terms` (counted up to `cap`), and how many notes there are.
+
+    A term is matched as the search will match it (stemmed by FTS5), against the note-level rows; counting
+    stops at `cap`, so a common word costs no more than a rare one."""
+    notes = conn.execute("select count(*) from note_docs").fetchone()[0]
+    sql = "select count(*) from (select rowid from notes_fts where notes_fts match ? limit ?)"
+    return [conn.execute(sql, (term, cap)).fetchone()[0] for term in terms], notes
+
+
 def _top_allowed(
     conn: Any, ranked: str, join: str, node_cols: str, match: str, limit: int, where: NodeFilter
 ) -> list[tuple[Any, ...]]:

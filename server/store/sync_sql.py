@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from server.store import history_sql, search_sql
+from server.store.nodes_sql import note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 
 STUB_LABEL = "Note"
@@ -213,7 +214,10 @@ def apply_note(
 def _apply_one(
     conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
 ) -> bool:
-    existing = conn.execute("select status, path, properties from nodes where id = ?", (node_id,)).fetchone()
+    existing = conn.execute(
+        "select status, path, properties, coalesce(began_at, created_at) as began_at from nodes where id = ?",
+        (node_id,),
+    ).fetchone()
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
     for row in conn.execute(
         "select id from nodes where path = ? and id != ?", (note.path, node_id)
@@ -223,16 +227,17 @@ def _apply_one(
         )
         close_outgoing_edges(conn, row["id"], now)
     properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
+    valid_from, began_at = note_start(note, node_id, existing["began_at"] if existing else None, now)
     conn.execute(
         """
         insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at,
-                           confidence, valid_from, valid_to)
-        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                           confidence, valid_from, valid_to, began_at)
+        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         on conflict(id) do update set label = excluded.label, name = excluded.name,
             properties = excluded.properties, path = excluded.path, checksum = excluded.checksum,
             status = excluded.status, updated_at = excluded.updated_at, confidence = excluded.confidence,
             base_confidence = null, decayed_at = null, valid_from = excluded.valid_from,
-            valid_to = excluded.valid_to
+            valid_to = excluded.valid_to, began_at = excluded.began_at
         """,
         (
             node_id,
@@ -245,8 +250,9 @@ def _apply_one(
             now,
             now,
             note_confidence(note),
-            note.valid_from,
+            valid_from,
             note.valid_to,
+            began_at,
         ),
     )
     if existing is not None and existing["status"] != "stub" and existing["properties"] != properties:

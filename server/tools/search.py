@@ -13,7 +13,9 @@ from server.services.errors import ServiceError
 from server.services.schema import optional_label
 from server.tools.common import READ_ONLY, omit_none, runtime, structured, tool_errors
 
-MAX_QUERY_CHARS = 1000  # a question or a few keywords; longer text belongs in engrama_ingest
+# A question, keywords, or a pasted passage: a long query is searched by its most telling words
+# (server/search/telling.py), so its length costs little. Past this it is a whole document, not a query.
+MAX_QUERY_CHARS = 100_000
 
 
 class SearchHit(BaseModel):
@@ -53,7 +55,12 @@ def register(mcp: MCPServer) -> None:
     async def engrama_search(
         ctx: Context,
         query: Annotated[
-            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a question or keywords")
+            str,
+            Field(
+                min_length=1,
+                description="a question, keywords, or a pasted passage to find related notes",
+                json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # checked below, with a clearer message
+            ),
         ],
         limit: Annotated[int, Field(ge=1, le=50)] = 10,
         label: Annotated[str | None, Field(description="only entities with this label, e.g. Project")] = None,
@@ -67,6 +74,11 @@ def register(mcp: MCPServer) -> None:
         with tool_errors():
             if not query.strip():
                 raise ServiceError("query is blank; give a question or a few keywords")
+            if len(query) > MAX_QUERY_CHARS:
+                raise ServiceError(
+                    f"query is {len(query):,} characters, over the {MAX_QUERY_CHARS:,} a search reads; "
+                    "pass the passage that matters (its most telling words are searched), or a few keywords"
+                )
             response = await search(
                 rt,
                 query,
