@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlean
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp.client.session import ClientSession
@@ -207,8 +207,8 @@ async def test_a_database_from_before_this_change_gets_a_start_for_every_note(
         conn.execute("delete from schema_migrations where number = 6")
 
     await rt.store.write(downgrade)
-    conn = sqlean.connect(rt.settings.db_path, isolation_level=None)
-    conn.row_factory = sqlean.Row
+    conn = sqlite3.connect(rt.settings.db_path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
     try:
         assert apply_migrations(conn) == 1
         rows = {r["name"]: (r["valid_from"], r["began_at"]) for r in conn.execute("select * from nodes")}
