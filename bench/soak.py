@@ -148,6 +148,12 @@ async def _check(
         "servers alive", [f"server {s.name} (pid {s.pid}) is not running" for s in survivors if not s.alive()]
     )
     notes, trash = check.vault_notes(vault), check.trash_texts(vault)
+    record.stats["vault at the end"] = {
+        "notes": len(notes),
+        "trashed": len(trash),
+        "person's notes": len(person.live()),
+        "person's lines checked": sum(len(n.lines) for n in person.notes.values()),
+    }
     record.judge("one engrama_id per note", check.one_id_per_note(notes))
     record.judge("no id changed on a note that still exists", check.ids_kept(person, notes))
     record.judge("every line the person wrote is in the vault", check.lines_kept(person, notes, trash))

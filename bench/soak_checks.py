@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.soak_assistant import Server, ToolWrite
-from bench.soak_person import ID_LINE, TRASH, Person, frontmatter_end
+from bench.soak_person import ID_LINE, TRASH, Note, Person, frontmatter_end
 from vault_sync.paths import is_engrama_temp
 
 NAME_KEYS = re.compile(r"^(name|title):[ \t]*(.+?)[ \t]*$", re.MULTILINE)
@@ -164,24 +164,41 @@ def writes_reached_vault(writes: list[ToolWrite], person: Person, vault: Path) -
     """Each observation an assistant was told was remembered is in a note (or the note went with the person's
     own delete, or the person's editor saved over the note within a second of the write)."""
     everything = "\n".join([*vault_notes(vault).values(), *trash_texts(vault).values()])
-    gone_ids = {i for n in person.notes.values() if n.state == "deleted" for i in n.ids}
-    problems = []
+    problems, excused = [], {"deleted by the person": 0, "saved over by the person": 0}
     for write in writes:
-        if write.token in everything or write.node_id in gone_ids or _saved_over(person, write):
+        if write.token in everything:
+            continue
+        if _deleted_by_person(person, write):
+            excused["deleted by the person"] += 1
+            continue
+        if _saved_over(person, write):
+            excused["saved over by the person"] += 1
             continue
         problems.append(
             f"{write.actor}@{write.server} op {write.seq} at {write.t:.1f}s: {write.token!r} "
             f"(node {write.node_id}, {write.path or 'no path'}) is in no note"
         )
+    person.record.stats["tool observations"] = {"checked": len(writes), "missing but excused": excused}
     return problems
 
 
+def _written_to(person: Person, write: ToolWrite) -> list[Note]:
+    """The person's notes the write went to: by the id they carried, or by where they were at the time."""
+    return [
+        n
+        for n in person.notes.values()
+        if write.node_id in n.ids or (write.path and n.path_at(write.t) == write.path)
+    ]
+
+
+def _deleted_by_person(person: Person, write: ToolWrite) -> bool:
+    return any(n.state == "deleted" for n in _written_to(person, write))
+
+
 def _saved_over(person: Person, write: ToolWrite) -> bool:
+    """The person's editor saved the note within a moment of the write (their bytes win, by design)."""
     times = person.record.times
-    for note in person.notes.values():
-        if write.node_id in note.ids and any(-1.0 < times[seq] - write.t < 2.0 for seq in note.ops):
-            return True
-    return False
+    return any(-0.3 < times[seq] - write.t < 0.6 for n in _written_to(person, write) for seq in n.ops)
 
 
 async def findable(server: Server, notes: dict[str, str]) -> list[str]:

@@ -60,6 +60,15 @@ class Note:
     keeps_decisions: bool = False  # an insight's note or the dismissed list: the person never deletes these
     home: str = ""  # where a trashed note is restored to
     ops: list[int] = field(default_factory=list)  # log numbers of the operations on it
+    paths: list[tuple[float, str]] = field(default_factory=list)  # (seconds into the run, path) from then on
+
+    def path_at(self, t: float) -> str:
+        """Where the note was `t` seconds into the run."""
+        found = self.paths[0][1] if self.paths else self.path
+        for since, path in self.paths:
+            if since <= t:
+                found = path
+        return found
 
     @property
     def name(self) -> str:
@@ -121,6 +130,7 @@ class Person:
 
     def _new_key(self, path: str, origin: str) -> Note:
         note = Note(key=f"N{len(self.notes) + 1:04d}", path=path, origin=origin)
+        note.paths.append((self.record.now(), path))
         self.notes[note.key] = note
         return note
 
@@ -272,6 +282,7 @@ class Person:
                 target = f"{folder}/{title} {note.key}.md".lstrip("/")
             os.rename(self.vault / untitled, self.vault / target)
             note.path = target
+            note.paths.append((self.record.now(), target))
             self.record.event("person", "typed-title", key=note.key, path=target, of=seq)
             await asyncio.sleep(rng.uniform(0.1, 1.0))
             for _ in range(rng.randint(1, 3)):  # typing: Obsidian saves in place every couple of seconds
@@ -279,6 +290,9 @@ class Person:
                 if text is None:
                     return
                 line = self.line(f"Typed into [[{rng.choice(NAMES)}]]")
+                note.ops.append(
+                    self.record.event("person", "typing", key=note.key, path=note.path, line=line)
+                )
                 await self._in_place(note, with_line(text, line), rng.random() < 0.3, rng)
                 note.lines.append(line)
                 await asyncio.sleep(rng.uniform(0.1, 0.8))
@@ -403,6 +417,7 @@ class Person:
         (self.vault / target).parent.mkdir(parents=True, exist_ok=True)
         os.rename(self.vault / note.path, self.vault / target)
         note.path = target
+        note.paths.append((self.record.now(), target))
 
     # --- save styles ---------------------------------------------------------------------------------
 
@@ -421,6 +436,8 @@ class Person:
                 handle.flush()
                 await asyncio.sleep(rng.uniform(0.2, 0.5))
             handle.write(text.encode("utf-8"))
+        if gap:  # the truncated note was empty until now
+            self.record.event("person", "wrote-after-gap", key=note.key, path=note.path)
 
     # --- the run -------------------------------------------------------------------------------------
 

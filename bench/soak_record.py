@@ -35,6 +35,7 @@ class SoakRecord:
     error_messages: dict[str, Counter[str]] = field(default_factory=dict)
     findings: list[Violation] = field(default_factory=list)  # noticed while running (the person's re-reads)
     invariants: dict[str, list[str]] = field(default_factory=dict)  # name -> violations (empty: held)
+    stats: dict[str, Any] = field(default_factory=dict)
     times: dict[int, float] = field(default_factory=dict)  # log number -> seconds since the start
     _out: TextIO | None = None
     _seq: int = 0
@@ -98,6 +99,7 @@ class SoakRecord:
             "tool_error_messages": {
                 tool: dict(found.most_common(5)) for tool, found in sorted(self.error_messages.items())
             },
+            "stats": self.stats,
             "noticed_while_running": [f"{v.invariant}: {v.detail}" for v in self.findings],
             "invariants_held": sorted(name for name, found in self.invariants.items() if not found),
             "invariants_violated": self.violated,
@@ -122,6 +124,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     for tool, messages in summary["tool_error_messages"].items():
         for message, count in messages.items():
             lines.append(f"  {tool} x{count}: {message[:160]}")
+    lines += [f"{key}: {value}" for key, value in summary["stats"].items()]
     if summary["noticed_while_running"]:
         lines.append(f"noticed while running ({len(summary['noticed_while_running'])}):")
         lines += [f"  {item[:300]}" for item in summary["noticed_while_running"][:30]]

@@ -9,6 +9,9 @@ run is `python bench/soak.py --minutes 5`.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -31,4 +34,17 @@ async def test_a_minute_of_editing_racing_tools_and_a_killed_server_loses_nothin
     print(format_summary(summary))
     assert summary["person_operations"] > 150 and summary["tool_calls"] > 400  # the load really ran
     assert "every tool is exercised" in summary["invariants_held"]
-    assert not summary["invariants_violated"], format_summary(summary)
+    if summary["invariants_violated"]:
+        kept = _keep_logs(tmp_path, seed)
+        raise AssertionError(f"{format_summary(summary)}\nlogs and vault kept in {kept}")
+
+
+def _keep_logs(workdir: Path, seed: int) -> Path:
+    """pytest prunes old temporary folders (several sessions share this machine): keep a failed run's record."""
+    kept = (
+        Path(tempfile.gettempdir())
+        / "engrama-soak-failures"
+        / f"seed-{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    shutil.copytree(workdir, kept, ignore=shutil.ignore_patterns("*.db", "*.db-*"))
+    return kept
