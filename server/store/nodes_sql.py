@@ -76,8 +76,10 @@ def note_start(note: ParsedNote, node_id: str, previous: str | None, now: str) -
     new node). It only ever moves earlier, so an edit never makes a note younger. `valid_from` is the note's
     own `valid_from:` when it has one; else its `date:` / `created:` date, unless the file shows the note
     existed before that day (a note dated ahead, e.g. a planned meeting, was still known since it was written);
-    else `began_at`. Deleting the database and syncing again gives the same answer wherever the start comes
-    from the note or its file; only the first-seen part can move later."""
+    else `began_at`. Deleting the database and syncing again gives the same answer: the note and its id are
+    in the vault, and the id carries the file's evidence from before engrama wrote the id line. Only a note
+    whose id engrama did not stamp (ids from before UUIDv7, or written by hand) can start later after a
+    rebuild: at its file's times as they are then."""
     began_at = earliest(previous or now, note.file_began, id_began(node_id)) or now
     if note.valid_from:
         return note.valid_from, began_at
