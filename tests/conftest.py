@@ -13,7 +13,9 @@ from server.store import GraphStore
 # Most tests write a note and reconcile it at once, then look for its engrama_id line. In production a note
 # changed in the last few seconds is indexed but not written to until it has been quiet (DEFAULT_SETTLE), so
 # an editor saving it is never raced. Tests of that rule set the window themselves (tests/test_settle.py);
-# everything else runs without it, here and in the servers the tests spawn (they inherit the environment).
+# everything else runs without it in-process and in `engrama-vault` commands run with the test's environment.
+# Servers spawned through the MCP SDK's stdio_client get only HOME, PATH and a few more unless the test passes
+# `env=`: those run with the production window, as a person's client would start them.
 SETTLE_FOR_TESTS = "0"
 
 
