@@ -217,7 +217,9 @@ async def test_the_servers_catch_up_holds_back_and_the_tool_confirms(
         await rt.require_sync().sync_vault()
     shutil.move(vault / "Journal", tmp_path / "Journal")  # gone while no server ran
     params = StdioServerParameters(
-        command=str(COMMAND), args=["serve", "--vault", str(vault), "--db", str(db_path)]
+        command=str(COMMAND),
+        args=["serve", "--vault", str(vault), "--db", str(db_path)],
+        env=dict(os.environ),
     )
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (
@@ -284,7 +286,7 @@ async def test_a_folder_that_cannot_be_listed_keeps_its_notes_under_the_live_ser
     command = unprivileged(
         [str(COMMAND), "serve", "--vault", str(vault), "--db", str(db_path), "--log-level", "INFO"]
     )
-    params = StdioServerParameters(command=command[0], args=command[1:])
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     log_file = tmp_path / "stderr.log"
 
     def said(text: str) -> bool:

@@ -1,0 +1,110 @@
+"""No leftovers (issue 12, item 7): a writer killed between writing its temp file and renaming it over the note
+leaves `.engrama-tmp-*.tmp` behind; the next process to take the vault's lease removes them."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from server.live import live_sync
+from server.runtime import open_runtime
+from server.settings import Settings
+from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
+from vault_sync.identify import read_id
+from vault_sync.paths import is_engrama_temp, make_temp_name
+
+COMMAND = Path(sys.executable).parent / "engrama-vault"
+BODY = "Line of the person's text, kept whole.\n" * 1500  # ~60 KB: each id write takes a while on disk
+
+
+def temps(vault: Path) -> list[Path]:
+    return sorted(p for p in vault.rglob("*") if is_engrama_temp(p.name))
+
+
+def plant_temps(vault: Path) -> tuple[list[Path], list[Path]]:
+    """Temp files as a killed writer leaves them (ours), and look-alikes the clean-up must leave alone."""
+    ours = [
+        vault / make_temp_name(),
+        vault / "Projects" / make_temp_name(),
+        vault / "Areas/Deep" / make_temp_name(),
+    ]
+    theirs = [vault / ".git" / make_temp_name(), vault / ".trash" / make_temp_name()]
+    for path in [*ours, *theirs]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("half an edit", encoding="utf-8")
+    return ours, theirs
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+def test_a_sync_killed_while_writing_ids_leaves_temp_files_that_the_next_sync_removes(
+    vault: Path, db_path: Path
+) -> None:
+    count = 300  # below the worker-process threshold: ids are written by the sync process itself
+    for i in range(count):
+        (vault / f"note {i:03}.md").write_text(f"# Note {i}\n{BODY}", encoding="utf-8")
+    sync = [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path)]
+    proc = subprocess.Popen(sync, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # stop the sync at random moments until one is stopped with a temp file on disk
+            assert proc.poll() is None and time.monotonic() < deadline, "never caught an id write in flight"
+            time.sleep(random.uniform(0.0, 0.01))
+            proc.send_signal(signal.SIGSTOP)
+            os.waitpid(proc.pid, os.WUNTRACED)  # returns once it is stopped (it is not reaped)
+            if temps(vault):
+                break
+            proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGKILL)  # killed mid-write: the temp file stays
+    finally:
+        proc.kill()
+        proc.wait()
+    left = temps(vault)
+    assert left, "the kill left no temp file"
+    done = subprocess.run(sync, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert temps(vault) == []
+    for path in vault.glob("*.md"):
+        assert path.read_text(encoding="utf-8").endswith(BODY) and read_id(path.read_bytes())
+
+
+async def test_taking_the_lease_removes_leftover_temps_and_a_follower_leaves_them(
+    vault: Path, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text("Atlas.\n", encoding="utf-8")
+    ours, theirs = plant_temps(vault)
+    caplog.set_level(logging.INFO, logger="server.runtime")
+    settings = Settings(vault=vault, db_path=db_path)
+    async with (
+        open_runtime(settings) as first,
+        open_runtime(settings) as second,
+        live_sync(first, quiet=0.05) as holder,
+    ):
+        await holder.wait_idle(30)
+        assert not any(p.exists() for p in ours) and all(p.exists() for p in theirs)
+        assert "removed 3 temp file(s)" in caplog.text
+        async with live_sync(second, quiet=0.05, retry=0.05) as follower:
+            assert follower.role == "follower"
+            ours, _ = plant_temps(vault)  # as if the holder were killed mid-write right now
+            await holder.stop()  # the lease is free: the follower takes over
+            await eventually(lambda: follower.is_holder, timeout=30)
+            assert not any(p.exists() for p in ours) and all(p.exists() for p in theirs)
+
+
+def test_a_one_shot_sync_that_takes_the_lease_removes_leftover_temps(vault: Path, db_path: Path) -> None:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text("Atlas.\n", encoding="utf-8")
+    ours, theirs = plant_temps(vault)
+    sync = [sys.executable, "-m", "server.cli", "sync", "--vault", str(vault), "--db", str(db_path)]
+    done = subprocess.run([*sync, "--log-level", "INFO"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not any(p.exists() for p in ours) and all(p.exists() for p in theirs)
+    assert "removed 3 temp file(s)" in done.stderr
