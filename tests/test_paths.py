@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vault_sync.errors import PathOutsideVault
-from vault_sync.paths import classify, is_engrama_temp, make_temp_name, resolve_in_vault, to_rel
+from vault_sync.paths import (
+    classify,
+    cloud_placeholder_of,
+    conflict_original,
+    is_engrama_temp,
+    make_temp_name,
+    resolve_in_vault,
+    to_rel,
+)
 
 
 @pytest.fixture
@@ -131,6 +139,38 @@ def test_to_rel_gives_posix_paths_and_refuses_outsiders(vault: Path) -> None:
 )
 def test_classify(rel: str, kind: str) -> None:
     assert classify(rel) == kind
+
+
+@pytest.mark.parametrize(
+    ("rel", "original"),
+    [
+        ("Projects/Atlas.sync-conflict-20240501-093000-ABCDEF1.md", "Projects/Atlas.md"),
+        ("Atlas (Ann's conflicted copy 2024-05-01).md", "Atlas.md"),
+        ("Atlas (Ann\u2019s conflicted copy 2024-05-01 (1)).md", "Atlas.md"),
+        ("Atlas (conflicted copy 2024-05-01 093000).md", "Atlas.md"),
+        ("Atlas (Conflicted copy Ann's iPhone 202405010930).md", "Atlas.md"),
+        ("Atlas (SFConflict ann@example.com 2024-05-01-09-30-00).md", "Atlas.md"),
+        ("Atlas_conflict-20240501-093000.md", "Atlas.md"),
+        ("A/B/Atlas-LAPTOP-0A1B2C3.md", "A/B/Atlas.md"),
+    ],
+)
+def test_sync_tools_conflict_copies_are_recognised_with_their_original(rel: str, original: str) -> None:
+    assert (classify(rel), conflict_original(rel)) == ("conflict", original)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["Atlas 2.md", "Atlas (copy).md", "Conflicts.md", "Atlas-desktop-notes.md", "sync-conflict notes.md"],
+)
+def test_names_that_only_look_like_conflict_copies_are_notes(rel: str) -> None:
+    assert (classify(rel), conflict_original(rel)) == ("note", None)
+
+
+def test_icloud_placeholders_name_the_note_they_stand_for() -> None:
+    assert cloud_placeholder_of(".Atlas.md.icloud") == "Atlas.md"
+    assert cloud_placeholder_of(".photo.png.icloud") is None
+    assert cloud_placeholder_of("Atlas.md") is None
+    assert classify("Projects/.Atlas.md.icloud") == "ignored"
 
 
 def test_temp_names_are_ignored_and_recognised() -> None:

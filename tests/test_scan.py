@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vault_sync.errors import PathOutsideVault, VaultError
-from vault_sync.scan import ScanResult, StatEntry, scan_vault
+from vault_sync.scan import ScanResult, StatEntry, not_on_disk, presence, scan_vault
 
 
 def write(root: Path, rel: str, text: str = "note") -> Path:
@@ -116,6 +116,46 @@ def test_scan_refuses_bad_folders(vault: Path) -> None:
 def test_scan_of_an_unreadable_vault_raises_rather_than_reporting_nothing(tmp_path: Path) -> None:
     with pytest.raises(VaultError, match="is missing: is it on a drive that is unplugged"):
         scan_vault(tmp_path / "unmounted-vault")
+
+
+def test_cloud_placeholders_and_conflict_copies_are_listed_apart_from_notes(vault: Path) -> None:
+    write(vault, "Projects/.Evicted.md.icloud", "")  # iCloud's stand-in for Evicted.md
+    write(vault, "Projects/.Engrama.md.icloud", "")  # downloaded again: the note itself is there too
+    write(vault, "Projects/Engrama.sync-conflict-20240501-093000-ABCDEF1.md")
+    result = scan_vault(vault)
+    assert paths(result) == ["Inbox.md", "Projects/Deep/Deeper/Plan.MD", "Projects/Engrama.md"]
+    assert result.placeholders == ("Projects/Evicted.md",)
+    assert result.conflicts == (
+        ("Projects/Engrama.sync-conflict-20240501-093000-ABCDEF1.md", "Projects/Engrama.md"),
+    )
+    assert not result.covers("Projects/Evicted.md") and result.covers("Projects/Gone.md")
+
+
+def test_files_the_os_keeps_in_the_cloud_only_are_placeholders() -> None:
+    class Stat:
+        def __init__(self, flags: int = 0, attributes: int = 0) -> None:
+            self.st_flags, self.st_file_attributes = flags, attributes
+
+    assert not_on_disk(Stat(flags=0x40000000))  # type: ignore[arg-type]  # macOS SF_DATALESS
+    assert not_on_disk(Stat(attributes=0x400000))  # type: ignore[arg-type]  # RECALL_ON_DATA_ACCESS
+    assert not_on_disk(Stat(attributes=0x1000))  # type: ignore[arg-type]  # OFFLINE
+    assert not not_on_disk(Stat(flags=0x20, attributes=0x20))  # type: ignore[arg-type]  # archive bits
+
+
+def test_presence_tells_gone_from_unseen(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    write(root, "Projects/Engrama.md")
+    write(root, "Projects/.Evicted.md.icloud", "")
+    write(root, "Flat", "a file where a folder was")
+    assert presence(root, "Projects/Engrama.md").state == "there"
+    assert presence(root, "Projects/Gone.md").state == "gone"
+    assert presence(root, "Deleted folder/Note.md").state == "gone"
+    assert presence(root, "Flat/Note.md").state == "gone"
+    assert presence(root, "Projects/Evicted.md").state == "unseen"
+    assert presence(root, "Projects", folder=True).state == "there"
+    assert presence(root, "Flat", folder=True).state == "gone"
+    missing = presence(tmp_path / "unplugged", "Projects/Engrama.md")
+    assert missing.state == "unseen" and "is missing" in missing.reason
 
 
 def test_covers_excludes_paths_below_errors() -> None:
