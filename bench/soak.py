@@ -147,6 +147,7 @@ async def _check(
     record.judge(
         "servers alive", [f"server {s.name} (pid {s.pid}) is not running" for s in survivors if not s.alive()]
     )
+    person.catch_up()
     notes, trash = check.vault_notes(vault), check.trash_texts(vault)
     record.stats["vault at the end"] = {
         "notes": len(notes),

@@ -129,6 +129,14 @@ class Server:
                 os.killpg(self.pid, signal.SIGKILL)
 
 
+def _gist(done: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a write's result says about where it went (logged with the call)."""
+    if not done:
+        return None
+    keys = ("id", "created", "path", "note_path", "message", "revived", "action", "status", "written")
+    return {k: done[k] for k in keys if k in done} or None
+
+
 @dataclass
 class ToolWrite:
     """A write an assistant's call was told succeeded, to be found in the vault after quiescence."""
@@ -247,7 +255,7 @@ class Assistant:
             return
         started = self.record.now()
         done, error = await server.call(tool, args)
-        seq = self.record.tool_call(f"{self.name}@{server.name}", tool, args, error)
+        seq = self.record.tool_call(f"{self.name}@{server.name}", tool, args, error, _gist(done))
         if done is None:
             return
         if tool == "engrama_remember" and done.get("id"):

@@ -150,7 +150,7 @@ def deleted_archived(db: Path, person: Person, notes: dict[str, str]) -> list[st
     status = dict(query(db, "select id, status from nodes"))
     problems = []
     for note in person.notes.values():
-        if note.state == "live" or not note.ids or note.ids[-1] in live_ids:
+        if note.state not in ("deleted", "trashed") or not note.ids or note.ids[-1] in live_ids:
             continue
         found = status.get(note.ids[-1])
         if found != "archived":

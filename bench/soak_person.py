@@ -180,6 +180,8 @@ class Person:
         """Read the note as Obsidian reloads it, and notice lost lines and a changed id."""
         text = self._read(note)
         if text is None:
+            text = self._relocate(note, seq)
+        if text is None:
             self.record.find(
                 "notes stay where the person put them", f"{note.key} {note.path} vanished (op {seq})"
             )
@@ -209,6 +211,36 @@ class Person:
             note.lost += missing
             note.lines = [line for line in note.lines if line in present]
         return text
+
+    def _relocate(self, note: Note, seq: int) -> str | None:
+        """Find a note that is not where the person left it (an assistant's write may restore a trashed note),
+        by its id or its first line; the person goes on editing it there (Obsidian shows it there)."""
+        trash = self.vault / TRASH
+        places = self._disk_notes() + (sorted(trash.glob("*.md")) if trash.is_dir() else [])
+        for place in places:
+            text = place.read_text(encoding="utf-8", errors="replace")
+            by_id = bool(note.ids) and note.ids[-1] in note_id(text)
+            if not by_id and not (note.lines and note.lines[0] in text.splitlines()):
+                continue
+            rel = place.relative_to(self.vault).as_posix()
+            for other in self.notes.values():  # already found there as a note of its own: one note, one key
+                if other is not note and other.path == rel and other.state in ("live", "trashed"):
+                    note.lines += other.lines
+                    note.ids += [i for i in other.ids if i not in note.ids]
+                    other.state, other.lines = "merged", []
+            self.record.event("person", "relocated", key=note.key, was=note.path, now=rel, of=seq)
+            moved = self.record.stats.setdefault("notes the servers moved", [])
+            moved.append(f"{note.key} {note.path} -> {rel} (op {seq})")
+            note.path, note.state = rel, "trashed" if rel.startswith(f"{TRASH}/") else "live"
+            note.paths.append((self.record.now(), rel))
+            return text
+        return None
+
+    def catch_up(self) -> None:
+        """Before the final checks: look for every note that is not where the person last saw it."""
+        for note in list(self.notes.values()):
+            if note.state in ("live", "trashed") and self._read(note) is None:
+                self.reread(note, 0)
 
     # --- one operation -------------------------------------------------------------------------------
 
@@ -384,9 +416,29 @@ class Person:
         await self._rename(note, f"{folder}/{Path(note.path).name}".lstrip("/"), "move")
 
     async def rename(self, note: Note, rng: random.Random) -> None:
-        title = self.fresh_title(rng)
+        """A new title; half the time links to it are updated in other notes, as Obsidian does by default."""
+        old, title = note.name, self.fresh_title(rng)
         parent = Path(note.path).parent.as_posix()
         await self._rename(note, f"{parent}/{title}.md".lstrip("./"), "rename")
+        if note.name == title and rng.random() < 0.5:
+            await self._update_links(old, title, rng)
+
+    async def _update_links(self, old: str, new: str, rng: random.Random) -> None:
+        link = re.compile(r"\[\[((?:[^\]|/]*/)?)" + re.escape(old) + r"(?=[\]|#])")
+        for other in self.live():
+            text = self._read(other) if other.key not in self.busy else None
+            if text is None or not link.search(text):
+                continue
+            self.busy.add(other.key)
+            try:
+                seq = self._start("update_links", other, old=old, new=new)
+                text = self.reread(other, seq)
+                if text is None:
+                    continue
+                await self._in_place(other, link.sub(lambda m: f"[[{m.group(1)}{new}", text), False, rng)
+                other.lines = [link.sub(lambda m: f"[[{m.group(1)}{new}", line) for line in other.lines]
+            finally:
+                self.busy.discard(other.key)
 
     async def trash(self, note: Note, rng: random.Random) -> None:
         target = f"{TRASH}/{note.key} {Path(note.path).name}"

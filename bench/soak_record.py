@@ -67,12 +67,14 @@ class SoakRecord:
         self.person_ops[kind] += 1
         return self.event("person", kind, **details)
 
-    def tool_call(self, actor: str, tool: str, args: dict[str, Any], error: str | None) -> int:
+    def tool_call(
+        self, actor: str, tool: str, args: dict[str, Any], error: str | None, result: Any = None
+    ) -> int:
         self.tool_calls[tool] += 1
         if error is not None:
             self.tool_errors[tool] += 1
             self.error_messages.setdefault(tool, Counter())[_shape(error)] += 1
-        return self.event(actor, tool, args=args, error=error)
+        return self.event(actor, tool, args=args, error=error, result=result)
 
     def find(self, invariant: str, detail: str) -> None:
         self.findings.append(Violation(invariant, detail))
@@ -124,7 +126,9 @@ def format_summary(summary: dict[str, Any]) -> str:
     for tool, messages in summary["tool_error_messages"].items():
         for message, count in messages.items():
             lines.append(f"  {tool} x{count}: {message[:160]}")
-    lines += [f"{key}: {value}" for key, value in summary["stats"].items()]
+    for key, value in summary["stats"].items():
+        shown = f"{len(value)}, e.g. {value[:3]}" if isinstance(value, list) else value
+        lines.append(f"{key}: {shown}")
     if summary["noticed_while_running"]:
         lines.append(f"noticed while running ({len(summary['noticed_while_running'])}):")
         lines += [f"  {item[:300]}" for item in summary["noticed_while_running"][:30]]
