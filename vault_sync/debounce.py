@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 DEFAULT_QUIET = 0.15  # seconds; long enough to swallow an editor's save burst, short enough to feel live
+BURST = 16  # settled note paths from which one batched reconcile beats reconciling them one by one
 STORM_THRESHOLD = 2000  # pending paths above which one walk of the vault beats reconciling them one by one
 WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
 # A safety net for events lost without a signal (watchdog reports overflows only on inotify): a walk that
@@ -264,7 +265,14 @@ class LiveReconciler:
                 await self._reconcile(settled)
 
     async def _reconcile(self, changes: list[Change]) -> None:
-        for kind, rel in _coalesce(changes):
+        changes = _coalesce(changes)
+        notes = [rel for kind, rel in changes if kind == NOTE and classify(rel) == "note"]
+        if len(notes) >= BURST:  # read and applied in batches, as a full pass does, not one transaction each
+            await self._guarded(self._sync_notes(notes), f"{len(notes)} notes")
+            self._on_update()
+            batched = set(notes)
+            changes = [(kind, rel) for kind, rel in changes if kind != NOTE or rel not in batched]
+        for kind, rel in changes:
             if self._pass_wanted:
                 return  # a full pass was requested meanwhile and will cover the rest
             if kind == NOTE:
@@ -272,6 +280,10 @@ class LiveReconciler:
             else:
                 await self._guarded(self._sync_folder(rel), f"folder {rel}")
             self._on_update()
+
+    async def _sync_notes(self, rels: list[str]) -> None:
+        report = await self.sync.sync_paths(rels)
+        log.debug("%d notes reconciled together: %d errors", len(rels), len(report.errors))
 
     async def _sync_note(self, rel: str) -> None:
         outcome = await self.sync.sync_path(rel)

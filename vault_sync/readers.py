@@ -44,12 +44,17 @@ class NoteRead:
     chunks: tuple[Chunk, ...] = ()
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
-    changed_ns: int = 0  # when the file last changed on this machine (the later of its mtime and ctime)
+    changed_ns: int = 0  # the file's mtime: an editor saving, in place or by rename, sets it to now
 
     def quiet_for(self, now_ns: int | None = None) -> float:
-        """Seconds since the file last changed (0 when it changed in the future of this clock)."""
+        """Seconds since the file's content last changed.
+
+        An mtime in the future of this clock was not set by an editor saving here just now (a sync tool
+        carried it from a machine whose clock runs ahead, or it was touched by hand): it counts as quiet."""
         now_ns = time.time_ns() if now_ns is None else now_ns
-        return max(0.0, (now_ns - self.changed_ns) / 1e9)
+        if self.changed_ns > now_ns:
+            return float("inf")
+        return (now_ns - self.changed_ns) / 1e9
 
     def may_take_id(self, settle: float) -> bool:
         """True when engrama may write an id line into this note now: not blank, quiet for `settle` seconds.
@@ -115,7 +120,7 @@ class NoteReader:
         except (OSError, VaultError) as exc:
             return NoteRead(rel, error=describe(exc))
         state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
-        changed_ns = max(stat.st_mtime_ns, stat.st_ctime_ns) if os.name != "nt" else stat.st_mtime_ns
+        changed_ns = stat.st_mtime_ns
         if known is not None and known.checksum == state.checksum:
             return NoteRead(rel, state, changed_ns=changed_ns)
         blank = not data.strip(b" \t\r\n\f\v\xef\xbb\xbf")

@@ -148,6 +148,16 @@ class VaultSync:
             [outcome] = await self._settle_batch(reads, {rel: known} if known else {}, dry_run)
             return outcome
 
+    async def sync_paths(self, rels: Sequence[str]) -> SyncReport:
+        """Reconcile many note paths at once, read and applied in batches like a full pass (the watcher's
+        bursts: many notes changed together, or many notes owed their id line settling at the same moment)."""
+        report = SyncReport()
+        async with self._lock:
+            known = await self.graph.file_states()
+            todo = list(dict.fromkeys(rels))
+            await self._sync_batches(todo, known, False, self._read_in_thread, report, None, len(todo))
+        return report
+
     async def sync_vault(
         self,
         folder: str | None = None,
