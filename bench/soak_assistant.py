@@ -255,7 +255,7 @@ class Assistant:
             return
         started = self.record.now()
         done, error = await server.call(tool, args)
-        seq = self.record.tool_call(f"{self.name}@{server.name}", tool, args, error, _gist(done))
+        seq = self.record.tool_call(f"{self.name}@{server.name}", tool, args, error, _gist(done), started)
         if done is None:
             return
         if tool == "engrama_remember" and done.get("id"):

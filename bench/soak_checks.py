@@ -87,12 +87,41 @@ def ids_kept(person: Person, notes: dict[str, str]) -> list[str]:
     return problems
 
 
+WRITE_TOOLS = {"engrama_remember", "engrama_relate", "engrama_forget", "engrama_write_insight_to_vault"}
+
+
+def gap_races(person: Person, note: Note) -> list[str]:
+    """Tool writes that ran while an in-place save of the note had truncated it (the likely cause of a loss).
+    A follower's write is queued and written by the holder within about a second, so it counts from 2 s
+    before the truncation."""
+    found = []
+    for since, until, path in note.gaps:
+        for call in person.record.calls:
+            queued = "queued" in str(call.result.get("message", ""))
+            if call.tool not in WRITE_TOOLS or not since - (2.0 if queued else 0.5) <= call.started <= until:
+                continue
+            where = call.result.get("path") or call.result.get("note_path")
+            if where == path or Path(path).stem in (call.args.get("name"), call.args.get("source")):
+                args = {
+                    k: v
+                    for k, v in call.args.items()
+                    if k in ("label", "name", "source", "rel_type", "target")
+                }
+                found.append(
+                    f"{call.actor} {call.tool}({args}) at {call.started:.2f}s (op {call.seq}) while an in-place "
+                    f"save had truncated {path} ({since:.2f}-{until:.2f}s)"
+                )
+    return found
+
+
 def lines_kept(person: Person, notes: dict[str, str], trash: dict[str, str]) -> list[str]:
     problems = []
     for note in person.notes.values():
+        races = gap_races(person, note) if note.lost else []
         if note.lost:
             problems.append(
                 f"{note.key} {note.path} lost {len(note.lost)} lines {note.lost[:3]} (ops {note.ops[-8:]})"
+                + (f"; {'; '.join(races[:3])}" if races else "")
             )
         if note.state == "deleted" or not note.lines:
             continue
@@ -105,8 +134,10 @@ def lines_kept(person: Person, notes: dict[str, str], trash: dict[str, str]) -> 
         present = set(text.splitlines())
         missing = [line for line in note.lines if line not in present]
         if missing:
+            races = gap_races(person, note)
             problems.append(
                 f"{note.key} {note.path} misses {len(missing)} lines {missing[:3]} (ops {note.ops[-8:]})"
+                + (f"; {'; '.join(races[:3])}" if races else "")
             )
     return problems
 
@@ -252,8 +283,13 @@ def compare_rebuild(before: Path, after: Path, notes: dict[str, str]) -> list[st
     ]
     graph_only = query(before, "select id, label, name from nodes where status = 'active' and path is null")
     problems += [f"{r} lived in the graph only (no note), so a rebuild loses it" for r in graph_only]
-    lost = relations(before, set(old)) - relations(after, set(new))
-    problems += [f"relation {r} is gone after the rebuild" for r in sorted(lost)]
+    was, now = relations(before, set(old)), relations(after, set(new))
+    for source, rel, target in sorted(was - now):
+        instead = sorted(t for s, r, t in now - was if (s, r) == (source, rel))
+        problems.append(
+            f"relation {old[source][2]} -{rel}-> {target!r} ({source}) is gone after the rebuild"
+            + (f"; it has -{rel}-> {instead} instead" if instead else "")
+        )
     return problems
 
 

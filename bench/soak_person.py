@@ -61,6 +61,9 @@ class Note:
     home: str = ""  # where a trashed note is restored to
     ops: list[int] = field(default_factory=list)  # log numbers of the operations on it
     paths: list[tuple[float, str]] = field(default_factory=list)  # (seconds into the run, path) from then on
+    gaps: list[tuple[float, float, str]] = field(
+        default_factory=list
+    )  # in-place saves: truncated, written, path
 
     def path_at(self, t: float) -> str:
         """Where the note was `t` seconds into the run."""
@@ -163,12 +166,29 @@ class Person:
             rel = path.relative_to(self.vault).as_posix()
             if rel in known or rel.startswith("Untitled") or Path(rel).stem.startswith("Untitled"):
                 continue
+            if self._moved_by_servers(path):
+                continue
             note = self._new_key(rel, "tool")
             text = self._read(note)
             if text is not None:
                 note.ids += note_id(text)[:1]
                 note.keeps_decisions = "insight_key:" in text or path.stem == "Dismissed insights"
                 self.record.event("person", "found", key=note.key, path=rel, ids=note.ids)
+
+    def _moved_by_servers(self, path: Path) -> bool:
+        """A note the person knows, brought back from the trash (or moved) by a server: follow it there."""
+        try:
+            ids = note_id(path.read_text(encoding="utf-8", errors="replace"))
+        except FileNotFoundError:
+            return True
+        for note in self.notes.values():
+            gone = (
+                note.state in ("live", "trashed") and note.key not in self.busy and self._read(note) is None
+            )
+            if ids and ids[0] in note.ids and gone:
+                self.reread(note, 0)
+                return True
+        return False
 
     def _read(self, note: Note) -> str | None:
         try:
@@ -483,13 +503,17 @@ class Person:
 
     async def _in_place(self, note: Note, text: str, gap: bool, rng: random.Random) -> None:
         """Open, truncate, write, close (Node's fs.writeFile); the write may come a moment after the truncate."""
+        truncated = self.record.now()
         with open(self.vault / note.path, "wb") as handle:
             if gap:
                 handle.flush()
                 await asyncio.sleep(rng.uniform(0.2, 0.5))
             handle.write(text.encode("utf-8"))
         if gap:  # the truncated note was empty until now
-            self.record.event("person", "wrote-after-gap", key=note.key, path=note.path)
+            seq = self.record.event(
+                "person", "wrote-after-gap", key=note.key, path=note.path, since=truncated
+            )
+            note.gaps.append((truncated, self.record.times[seq], note.path))
 
     # --- the run -------------------------------------------------------------------------------------
 

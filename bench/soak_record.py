@@ -23,6 +23,19 @@ class Violation:
 
 
 @dataclass
+class Call:
+    """A tool call that succeeded: when it ran, who made it, what it was asked and what it answered."""
+
+    seq: int
+    started: float
+    ended: float
+    actor: str
+    tool: str
+    args: dict[str, Any]
+    result: dict[str, Any]
+
+
+@dataclass
 class SoakRecord:
     """Operation log and counters shared by every actor of one run."""
 
@@ -36,6 +49,7 @@ class SoakRecord:
     findings: list[Violation] = field(default_factory=list)  # noticed while running (the person's re-reads)
     invariants: dict[str, list[str]] = field(default_factory=dict)  # name -> violations (empty: held)
     stats: dict[str, Any] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
     times: dict[int, float] = field(default_factory=dict)  # log number -> seconds since the start
     _out: TextIO | None = None
     _seq: int = 0
@@ -68,13 +82,16 @@ class SoakRecord:
         return self.event("person", kind, **details)
 
     def tool_call(
-        self, actor: str, tool: str, args: dict[str, Any], error: str | None, result: Any = None
+        self, actor: str, tool: str, args: dict[str, Any], error: str | None, result: Any, started: float
     ) -> int:
         self.tool_calls[tool] += 1
         if error is not None:
             self.tool_errors[tool] += 1
             self.error_messages.setdefault(tool, Counter())[_shape(error)] += 1
-        return self.event(actor, tool, args=args, error=error, result=result)
+        seq = self.event(actor, tool, args=args, error=error, result=result, started=started)
+        if error is None:
+            self.calls.append(Call(seq, started, self.times[seq], actor, tool, args, result or {}))
+        return seq
 
     def find(self, invariant: str, detail: str) -> None:
         self.findings.append(Violation(invariant, detail))
