@@ -87,7 +87,15 @@ def ids_kept(person: Person, notes: dict[str, str]) -> list[str]:
     return problems
 
 
-WRITE_TOOLS = {"engrama_remember", "engrama_relate", "engrama_forget", "engrama_write_insight_to_vault"}
+# Tools that write notes (approve and reflect write the records of insight decisions under Insights/).
+WRITE_TOOLS = {
+    "engrama_remember",
+    "engrama_relate",
+    "engrama_forget",
+    "engrama_write_insight_to_vault",
+    "engrama_approve_insight",
+    "engrama_reflect",
+}
 
 
 def gap_races(person: Person, note: Note) -> list[str]:
@@ -100,8 +108,12 @@ def gap_races(person: Person, note: Note) -> list[str]:
             queued = "queued" in str(call.result.get("message", ""))
             if call.tool not in WRITE_TOOLS or not since - (2.0 if queued else 0.5) <= call.started <= until:
                 continue
-            where = call.result.get("path") or call.result.get("note_path")
-            if where == path or Path(path).stem in (call.args.get("name"), call.args.get("source")):
+            where = {call.result.get("path"), call.result.get("note_path"), *call.result.get("written", [])}
+            named = Path(path).stem in (call.args.get("name"), call.args.get("source"))
+            records = call.tool in ("engrama_approve_insight", "engrama_reflect") and path.startswith(
+                "Insights/"
+            )
+            if path in where or named or records:
                 args = {
                     k: v
                     for k, v in call.args.items()
