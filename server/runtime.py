@@ -21,8 +21,13 @@ from server.store import GraphStore
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
+from vault_sync.writer import Quiet
 
 log = logging.getLogger(__name__)
+
+# How much longer than the settle window a tool waits for a busy note before it gives up and says so: a person
+# who pauses gets the write a moment later; one who keeps typing gets a clear "try again".
+WAIT_BEYOND_SETTLE = 2.0
 
 
 class NoVaultConfigured(RuntimeError):
@@ -54,6 +59,18 @@ class Runtime:
         if self.sync is None:
             raise NoVaultConfigured()
         return self.sync
+
+    async def quiet_rule(self, rel: str) -> Quiet | None:
+        """When a tool may edit the note at `rel`: never while the person's editor may be saving it.
+
+        `vault_sync.writer.edit_note` waits until the note has been quiet for the sync's settle window (the
+        same window the watcher obeys before it writes an id), or is exactly as the graph last read it, and
+        otherwise refuses with `NoteBusy`, writing nothing. None when no settle window is set."""
+        if self.sync is None or self.sync.settle <= 0:
+            return None
+        state = await self.store.file_state(rel)
+        seen = (state.size, state.mtime_ns) if state is not None else None
+        return Quiet(self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE)
 
 
 async def remove_leftovers(vault: Path) -> None:

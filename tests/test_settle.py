@@ -226,3 +226,64 @@ async def test_a_tool_writing_a_note_still_owed_its_id_writes_the_id_it_was_inde
     data = note.read_text(encoding="utf-8")
     assert done.id == first.id and read_id(data.encode()) == first.id
     assert "Just saved by the person." in data and "Seen again today." in data
+
+
+async def test_a_tool_write_waits_for_an_in_place_save_in_progress_and_keeps_both(
+    vault: Path, db_path: Path
+) -> None:
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    (vault / "Concepts").mkdir()
+    note = vault / "Concepts" / "Topic.md"
+    note.write_text(TOPIC, encoding="utf-8")
+    typed = TOPIC + "The person's new paragraph.\n"
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.5)) as rt:
+        await rt.require_sync().sync_path("Concepts/Topic.md")
+        with open(note, "r+b") as editor:  # an in-place save has started: the file is empty for a moment
+            editor.truncate(0)
+            editor.flush()
+            write = asyncio.create_task(
+                remember(rt, "Concept", "Topic", observation="Told by the assistant.")
+            )
+            await asyncio.sleep(0.4)
+            assert not write.done()  # the tool waits for the save to finish instead of replacing the file
+            editor.write(typed.encode("utf-8"))
+        done = await write
+    data = note.read_text(encoding="utf-8")
+    assert done.id == TOPIC_ID and read_id(data.encode()) == TOPIC_ID
+    assert "The person's new paragraph." in data and "Told by the assistant." in data
+
+
+async def test_a_tool_gives_up_on_a_note_that_keeps_being_saved_and_writes_nothing(
+    vault: Path, db_path: Path
+) -> None:
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+    from vault_sync.writer import NoteBusy
+
+    (vault / "Concepts").mkdir()
+    note = vault / "Concepts" / "Topic.md"
+    note.write_text(TOPIC, encoding="utf-8")
+    stop = asyncio.Event()
+
+    async def keep_typing() -> str:
+        text = TOPIC
+        while not stop.is_set():
+            text += "more "
+            note.write_text(text, encoding="utf-8")
+            await asyncio.sleep(0.15)
+        return text
+
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.5)) as rt:
+        await rt.require_sync().sync_path("Concepts/Topic.md")
+        typing = asyncio.create_task(keep_typing())
+        try:
+            with pytest.raises(NoteBusy, match="being edited right now"):
+                await remember(rt, "Concept", "Topic", observation="Told by the assistant.")
+        finally:
+            stop.set()
+        last = await typing
+    assert note.read_text(encoding="utf-8") == last

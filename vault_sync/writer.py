@@ -27,6 +27,7 @@ import errno
 import logging
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,24 @@ _OPEN_READ = (
 _OPEN_EXCL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 # Filesystems without hard links (FAT, some network and cloud mounts) answer os.link with one of these.
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+
+
+class NoteBusy(VaultError):
+    """The note is being saved or typed into right now; nothing was written (try again in a few seconds)."""
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """When a tool may write into a note the person may be editing (DESIGN section 2: never race the editor).
+
+    An editor saving in place truncates the file and writes it a moment later; replacing the file in between
+    sends its write to an unlinked inode. So an edit waits until the note has not changed for `settle`
+    seconds, or until it is exactly as the graph last read it (`seen`: size and mtime; then no save has
+    started since), for at most `wait` seconds, and otherwise gives up with `NoteBusy`."""
+
+    settle: float
+    seen: tuple[int, int] | None = None
+    wait: float = 0.0
 
 
 class NoteExists(VaultError):
@@ -83,16 +102,20 @@ def edit_note(
     *,
     expected_checksum: str | None = None,
     attempts: int = 3,
+    quiet: Quiet | None = None,
 ) -> WriteResult:
     """Apply the pure function `edit` to the note at `rel`, compare-and-swap, re-basing on concurrent changes.
 
     `expected_checksum` is the checksum the caller last saw; when the note has changed since, the edit simply
     runs on the current bytes. An edit returning its input writes nothing (`changed=False`). Raises
     `ConcurrentEdit` when the note keeps changing for `attempts` rounds or vanishes mid-edit,
-    `FileNotFoundError` when it does not exist, and the errors of `read_note`.
+    `FileNotFoundError` when it does not exist, and the errors of `read_note`. With `quiet`, the edit first
+    waits for the note to be quiet and raises `NoteBusy` when it does not become so (see `Quiet`).
     """
     real_rel, real = _edit_target(root, rel)
     for _ in range(max(attempts, 1)):
+        if quiet is not None:
+            _wait_until_quiet(real, real_rel, quiet)
         data, st = _read_stable(real, real_rel)
         base = sha256_hex(data)
         if expected_checksum is not None and base != expected_checksum:
@@ -179,6 +202,24 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     _fsync_folder(target.parent)
     _fsync_folder(source.parent)
     return to_rel(root, target)
+
+
+def _wait_until_quiet(real: Path, rel: str, quiet: Quiet) -> None:
+    deadline = time.monotonic() + quiet.wait
+    while True:
+        st = os.stat(real)
+        if quiet.seen == (st.st_size, st.st_mtime_ns):
+            return  # as the graph last read it: no save has started since
+        age = time.time() - st.st_mtime_ns / 1e9
+        if age >= quiet.settle or age < 0:  # a future mtime was not set by a save on this machine
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise NoteBusy(
+                f"{rel} is being edited right now (it changed {age:.1f} s ago); engrama waited and wrote "
+                "nothing, so no keystroke is lost. Try again once the note has been left alone for a few seconds"
+            )
+        time.sleep(min(quiet.settle - age, left, 0.25))
 
 
 def _edit_target(root: Path, rel: str) -> tuple[str, Path]:

@@ -106,7 +106,8 @@ async def _append_to(
         return append_section(data, row.key, markdown)
 
     expected = await rt.store.read(insights_sql.node_checksum, rel)
-    result = await asyncio.to_thread(edit_note, sync.root, rel, edit, expected_checksum=expected)
+    quiet = await rt.quiet_rule(rel)
+    result = await asyncio.to_thread(edit_note, sync.root, rel, edit, expected_checksum=expected, quiet=quiet)
     if result.changed:
         await sync.sync_path(result.path)
     return result.path

@@ -303,7 +303,7 @@ async def _update(
         return data
 
     try:
-        await asyncio.to_thread(edit_note, rt.vault, rel, edit)
+        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)

@@ -133,7 +133,7 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
         return edited
 
     try:
-        await asyncio.to_thread(edit_note, rt.vault, rel, edit)
+        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     except FileNotFoundError:

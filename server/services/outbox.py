@@ -149,7 +149,7 @@ async def _append_observation(rt: Runtime, rel: str, observation: str, day: str)
     def edit(data: bytes) -> bytes:
         return update_note(data, properties={}, observation=observation, today=day)
 
-    await asyncio.to_thread(edit_note, rt.vault, rel, edit)
+    await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
     await rt.require_sync().sync_path(rel)
 
 
