@@ -231,6 +231,26 @@ M006_NOTE_START = """
         where valid_from is null and status != 'stub';
 """
 
+# Links as each note states them, beside the edges they resolve to (issue 12: a rebuild gives the same graph).
+# A link is resolved when its note is read, but which note `[[Name]]` means can change later: a better match
+# appears, the note it meant is renamed or deleted. With the stated links kept, the store re-resolves the links
+# that used a name whenever a node gains or loses that name, so the live graph always equals a rebuild's.
+# Databases from before record each note's links the next time it is read (a rebuild records all).
+M007_NOTE_LINKS = """
+        create table note_links (
+            source text not null references nodes(id) on delete cascade,
+            rel_type text not null,
+            origin text not null,
+            target_text text not null,          -- the link as the note states it (alias and heading removed)
+            key text not null,                  -- casefolded, without .md: matched against node_keys
+            stem text,                          -- for a link with a folder, its last part (the fallback match)
+            target text                         -- the node it resolves to now
+        );
+        create index note_links_source on note_links(source);
+        create index note_links_key on note_links(key);
+        create index note_links_stem on note_links(stem) where stem is not null;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -238,6 +258,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (4, "m004_temporal", M004_TEMPORAL),
     (5, "m005_outbox", M005_OUTBOX),
     (6, "m006_note_start", M006_NOTE_START),
+    (7, "m007_note_links", M007_NOTE_LINKS),
 )
 
 

@@ -31,6 +31,7 @@ def rekey_node(conn: Any, old: str, new: str, now: str) -> bool:
     for table, column in _references(conn):
         conn.execute(f'update "{table}" set "{column}" = ? where "{column}" = ?', (new, old))
     conn.execute("update files set node_id = ? where node_id = ?", (new, old))
+    conn.execute("update note_links set target = ? where target = ?", (new, old))
     _rekey_insight_entities(conn, old, new)
     conn.execute("delete from nodes where id = ?", (old,))
     return True

@@ -78,40 +78,91 @@ def replace_keys(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
     )
 
 
-# Which node a link target means: a path match beats a file-name match beats a name or alias; live notes
-# beat stubs; archived nodes are reached only when nothing else matches (so links to them are not lost).
+# Which node a link target means, as a function of the vault alone (so a rebuild resolves it the same way): a
+# path match beats a file-name match beats a name or alias; live notes beat notes archived in the vault
+# (`status: archived`), which beat stubs; a note deleted from the vault is no longer a target (a rebuild would
+# not know it); ties go to the shortest path, then the path, then the id.
 _RESOLVE_SQL = """
 select k.node_id from node_keys k cross join nodes n on n.id = k.node_id
 where k.key = ? and n.id != ?
-order by case n.status when 'active' then 0 when 'stub' then 1 else 2 end,
+  and (n.status != 'archived' or exists (select 1 from files f where f.node_id = n.id))
+order by case n.status when 'active' then 0 when 'archived' then 1 else 2 end,
          case k.kind when 'path' then 0 when 'stem' then 1 when 'name' then 2 else 3 end,
-         n.created_at
+         n.path is null, length(n.path), n.path, n.id
 limit 1
 """
 
 
-def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
-    """The node id a link target names; creates a stub node when nothing matches yet."""
+def link_key(target: str) -> tuple[str, str | None]:
+    """The casefolded key a link target is matched by, and for `folder/Note` its file-name fallback."""
     key = target.strip()
     if key.lower().endswith(".md"):
         key = key[:-3]
     folded = key.casefold()
-    row = conn.execute(_RESOLVE_SQL, (folded, source_id)).fetchone()
-    if row is None and "/" in folded:
-        # [[folder/Note]] may name a note by a partial path; fall back to its file name.
-        row = conn.execute(_RESOLVE_SQL, (folded.rsplit("/", 1)[-1], source_id)).fetchone()
-    if row is not None:
-        return row["node_id"]
+    return folded, folded.rsplit("/", 1)[-1] if "/" in folded else None
+
+
+def resolve_key(conn: Any, key: str, stem: str | None, source_id: str) -> str | None:
+    """The node a link with this key means now, or None when nothing (not even a stub) has the name."""
+    row = conn.execute(_RESOLVE_SQL, (key, source_id)).fetchone()
+    if row is None and stem is not None:
+        row = conn.execute(_RESOLVE_SQL, (stem, source_id)).fetchone()
+    return None if row is None else row["node_id"]
+
+
+def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
+    """The node id a link target names; creates a stub node when nothing matches yet."""
+    key, stem = link_key(target)
+    found = resolve_key(conn, key, stem, source_id)
+    if found is not None:
+        return found
     stub_id = str(uuid.uuid4())
-    name = key.rsplit("/", 1)[-1] or key
+    bare = target.strip()[:-3] if target.strip().lower().endswith(".md") else target.strip()
+    name = bare.rsplit("/", 1)[-1] or bare
     conn.execute(
         "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
         (stub_id, STUB_LABEL, name, now, now),
     )
-    replace_keys(
-        conn, stub_id, [(folded, "name")] + ([(folded.rsplit("/", 1)[-1], "stem")] if "/" in folded else [])
-    )
+    replace_keys(conn, stub_id, [(key, "name")] + ([(stem, "stem")] if stem else []))
     return stub_id
+
+
+def node_key_set(conn: Any, node_id: str) -> set[str]:
+    return {r["key"] for r in conn.execute("select key from node_keys where node_id = ?", (node_id,))}
+
+
+def reresolve_links(conn: Any, keys: set[str], now: str) -> None:
+    """Some nodes gained or lost these names (or stopped being targets): re-resolve the links that use them.
+
+    A note whose links now mean other nodes gets its edges recomputed from its stated links, exactly as if it
+    had been read again, so the live graph stays what a rebuild from the vault would give."""
+    if not keys:
+        return
+    folded = sorted(keys)
+    stale: set[str] = set()
+    for start in range(0, len(folded), 400):
+        part = folded[start : start + 400]
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(
+            f"select distinct source, key, stem, target from note_links where key in ({marks}) "
+            f"or stem in ({marks})",
+            part + part,
+        ).fetchall()
+        for r in rows:
+            if (
+                r["source"] not in stale
+                and resolve_key(conn, r["key"], r["stem"], r["source"]) != r["target"]
+            ):
+                stale.add(r["source"])
+    for source in sorted(stale):
+        links = [
+            Link(r["rel_type"], r["target_text"], r["origin"])
+            for r in conn.execute(
+                "select rel_type, target_text, origin from note_links where source = ? order by rowid",
+                (source,),
+            )
+        ]
+        replace_note_edges(conn, source, links, now)
 
 
 def absorb_stubs(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
@@ -128,16 +179,28 @@ def absorb_stubs(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
     ]
     for stub in stubs:
         conn.execute("update or ignore edges set target = ? where target = ?", (node_id, stub))
+        conn.execute("update note_links set target = ? where target = ?", (node_id, stub))
         conn.execute("delete from nodes where id = ?", (stub,))  # cascades to leftover duplicate edges
 
 
 def replace_note_edges(conn: Any, node_id: str, links: Sequence[Link], now: str) -> None:
-    """Make the open note-derived edges of `node_id` exactly those its note states; close the rest."""
+    """Make the open note-derived edges of `node_id` exactly those its note states; close the rest.
+
+    The stated links are kept beside them (`note_links`), so they can be resolved again when names move."""
     wanted: set[tuple[str, str, str]] = set()
+    stated = []
     for link in links:
         target = resolve_target(conn, link.target, node_id, now)
+        key, stem = link_key(link.target)
+        stated.append((node_id, link.rel_type, link.origin, link.target, key, stem, target))
         if target != node_id:
             wanted.add((link.rel_type, target, link.origin))
+    conn.execute("delete from note_links where source = ?", (node_id,))
+    conn.executemany(
+        "insert into note_links (source, rel_type, origin, target_text, key, stem, target) "
+        "values (?, ?, ?, ?, ?, ?, ?)",
+        stated,
+    )
     current = {
         (r["type"], r["target"], r["origin"]): r["id"]
         for r in conn.execute(
@@ -198,7 +261,9 @@ def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
 def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool]:
     """Apply many notes (in the caller's transaction); True for each node that is new."""
     before = max_chunk_id(conn)
-    created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now) for u in updates]
+    moved_names: set[str] = set()  # names nodes gained or lost: the links using them are resolved again
+    created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now, moved_names) for u in updates]
+    reresolve_links(conn, moved_names, now)
     index_new_chunks(conn, before)
     search_sql.index_note_docs(conn, [(u.node_id, u.note.name, u.note.body) for u in updates])
     return created
@@ -212,7 +277,13 @@ def apply_note(
 
 
 def _apply_one(
-    conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
+    conn: Any,
+    note: ParsedNote,
+    node_id: str,
+    chunks: Sequence[Chunk],
+    state: FileState,
+    now: str,
+    moved_names: set[str],
 ) -> bool:
     existing = conn.execute(
         "select status, path, properties, coalesce(began_at, created_at) as began_at from nodes where id = ?",
@@ -226,6 +297,8 @@ def _apply_one(
             "update nodes set path = null, status = 'archived', updated_at = ? where id = ?", (now, row["id"])
         )
         close_outgoing_edges(conn, row["id"], now)
+        conn.execute("delete from note_links where source = ?", (row["id"],))
+        moved_names |= node_key_set(conn, row["id"])
     properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
     valid_from, began_at = note_start(note, node_id, existing["began_at"] if existing else None, now)
     conn.execute(
@@ -262,6 +335,10 @@ def _apply_one(
     if existing is not None and existing["path"] and existing["path"] != note.path:
         conn.execute("delete from files where path = ?", (existing["path"],))  # the note moved
     keys = link_keys(note.path, note.name, note.aliases)
+    old_keys = node_key_set(conn, node_id)
+    new_keys = {key for key, _ in keys}
+    if existing is None or old_keys != new_keys or existing["status"] != note_status(note):
+        moved_names |= old_keys | new_keys
     replace_keys(conn, node_id, keys)
     absorb_stubs(conn, node_id, keys)
     replace_note_edges(conn, node_id, note.links, now)
@@ -295,4 +372,6 @@ def archive_path(conn: Any, path: str, now: str) -> str | None:
         return None
     conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, node_id))
     close_outgoing_edges(conn, node_id, now)
+    conn.execute("delete from note_links where source = ?", (node_id,))  # the note is gone; so are its links
+    reresolve_links(conn, node_key_set(conn, node_id), now)  # a deleted note is no longer a link target
     return node_id

@@ -1,0 +1,68 @@
+"""Which note a link means follows the vault as it is now: the live graph always equals a rebuild's (STYLE habit
+1), however notes with the same name come, go and get renamed after the linking note was read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from profiles.loader import load_profile
+from server.runtime import note_rules
+from server.store import GraphStore
+from vault_sync.reconcile import VaultSync
+
+RULES = note_rules(load_profile("base", []))
+
+
+async def targets(store: GraphStore) -> set[tuple[str, str, str, str | None]]:
+    """Open edges as (source path, type, target name, target path): independent of ids and of read order."""
+    rows = await store.read(
+        lambda c: c.execute(
+            "select s.path, e.type, t.name, t.path from edges e join nodes s on s.id = e.source "
+            "join nodes t on t.id = e.target where e.valid_to is null"
+        ).fetchall()
+    )
+    return {(r[0], r[1], r[2], r[3]) for r in rows}
+
+
+async def rebuilt(vault: Path, tmp_path: Path, n: int) -> set[tuple[str, str, str, str | None]]:
+    store = await GraphStore.open(tmp_path / f"rebuild-{n}.db")
+    try:
+        await VaultSync(vault, store, RULES, settle=0).sync_vault()
+        return await targets(store)
+    finally:
+        await store.close()
+
+
+def write(vault: Path, rel: str, text: str) -> None:
+    (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+    (vault / rel).write_text(text, encoding="utf-8")
+
+
+async def test_links_follow_notes_that_share_a_name_as_they_come_go_and_are_renamed(
+    vault: Path, store: GraphStore, tmp_path: Path
+) -> None:
+    sync = VaultSync(vault, store, RULES, settle=0)
+    steps = []
+
+    async def step(what: str) -> None:
+        await sync.sync_vault()
+        steps.append((what, await targets(store), await rebuilt(vault, tmp_path, len(steps))))
+
+    write(vault, "Notes/Source.md", '---\nrelations:\n  USES: ["[[Target]]"]\n---\nSee [[Target]].\n')
+    await step("the link names nothing yet")
+    write(vault, "Deep/Folder/Target.md", "The deep one.\n")
+    await step("a note of that name appears")
+    write(vault, "Target.md", "The one at the top.\n")
+    await step("a better match appears")
+    os.rename(vault / "Target.md", vault / "Other.md")
+    await step("the better match is renamed away")
+    (vault / "Deep/Folder/Target.md").unlink()
+    await step("the last match is deleted")
+    write(vault, "Concepts/Target.md", "---\nstatus: archived\n---\nForgotten, but still in the vault.\n")
+    await step("an archived note of that name")
+    for what, live, rebuild in steps:
+        assert live == rebuild, what
+    uses = {(t, p) for s, r, t, p in steps[2][1] if r == "USES"}
+    assert uses == {("Target", "Target.md")}  # the shortest path wins a tie between two file names
+    assert {(t, p) for s, r, t, p in steps[4][1] if r == "USES"} == {("Target", None)}  # a stub again
