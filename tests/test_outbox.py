@@ -312,3 +312,32 @@ async def test_a_followers_insight_decisions_are_recorded_by_the_holders_drain(
     assert (vault / "Insights/Shared technology - 2 entities build on SQLite.md").exists()
     dismissed = (vault / "Insights/Dismissed insights.md").read_text(encoding="utf-8")
     assert "Shared technology: 2 entities build on Redis" in dismissed
+
+
+async def test_a_followers_entity_for_a_note_it_could_not_see_yet_becomes_that_notes_entity(
+    rt: Runtime, vault: Path
+) -> None:
+    (vault / "Projects").mkdir()
+    (vault / "Projects" / "Draft.md").write_text("Just created in Obsidian.\n", encoding="utf-8")
+    rt.require_sync().writable = False  # the follower has not seen the note: it makes the entity in the graph
+    queued = await relate(rt, "Draft", "USES", "SQLite", source_label="Project", target_label="Technology")
+    assert queued.note_path is None
+    rt.require_sync().writable = True  # the holder drains: the note exists, so the write goes into it
+    assert (await outbox.drain(rt)).applied == 1
+    graph_only = await rt.store.read(
+        lambda c: c.execute("select id from nodes where path is null and status = 'active'").fetchall()
+    )
+    drafts = await rt.store.read(
+        lambda c: c.execute("select id, path from nodes where name = 'Draft' and status != 'stub'").fetchall()
+    )
+    assert [tuple(r) for r in graph_only] == [] and [r["path"] for r in drafts] == ["Projects/Draft.md"]
+    note = text(vault, "Projects/Draft.md")
+    assert "Just created in Obsidian." in note and '"[[SQLite]]"' in note
+    around = await rt.store.read(
+        lambda c: c.execute(
+            "select t.name from edges e join nodes t on t.id = e.target where e.source = ? "
+            "and e.valid_to is null",
+            (drafts[0]["id"],),
+        ).fetchall()
+    )
+    assert [r["name"] for r in around] == ["SQLite"]

@@ -342,7 +342,10 @@ async def _create(
             same = await _note_is_entity(rt, rel, label, name)
             if same is not None:  # the entity's own note, not synced yet: merge into it
                 added = await _update(rt, rel, properties, observation, relations, node_id=same)
-                return await _settled(rt, rel, same, label, name, False, added)
+                done = await _settled(rt, rel, same, label, name, False, added)
+                # A node made in the graph only for this entity (a follower's queued write) is the same one.
+                await rt.store.write(memory_sql.fold_graph_only_node, node_id, same, utc_now())
+                return done
             continue
         return await _settled(rt, result.path, node_id, label, name, created, added)
     raise ServiceError(

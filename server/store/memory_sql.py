@@ -168,6 +168,25 @@ def remember_in_graph(
     return node_id, created
 
 
+def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool:
+    """A node made in the graph only (a follower's write for an entity it could not see a note for yet) turned
+    out to be the entity of an existing note `into`: its relations move there and it goes, so the graph holds
+    one entity, as a rebuild from the vault would. False (nothing done) unless `duplicate` is graph-only."""
+    row = conn.execute("select path, status from nodes where id = ?", (duplicate,)).fetchone()
+    if row is None or row["path"] is not None or row["status"] == "stub" or duplicate == into:
+        return False
+    conn.execute(
+        "update or ignore edges set source = ? where source = ? and valid_to is null and target != ?",
+        (into, duplicate, into),
+    )
+    conn.execute(
+        "update or ignore edges set target = ? where target = ? and valid_to is null and source != ?",
+        (into, duplicate, into),
+    )
+    conn.execute("delete from nodes where id = ?", (duplicate,))  # its leftover edges and keys go with it
+    return True
+
+
 def add_tool_edge(conn: Any, source: str, rel_type: str, target: str, now: str) -> bool:
     """Open a `tool` edge unless an open edge of that type already joins the two nodes; True when added.
 
