@@ -130,7 +130,9 @@ async def _run(
         await asyncio.gather(*load)
     record.event("harness", "load-stopped")
     survivors = [s for s in servers if not s.killed]
-    await _check(config, vault, db, record, person, survivors, [*one.writes, *two.writes])
+    await _check(
+        config, vault, db, record, person, survivors, [*one.writes, *two.writes], [*one.related, *two.related]
+    )
 
 
 async def _check(
@@ -141,6 +143,7 @@ async def _check(
     person: Person,
     survivors: list[Server],
     writes: list[Any],
+    related: list[Any],
 ) -> None:
     quiet = await _quiesce(survivors, vault, config)
     record.judge("quiescent before the deadline", quiet)
@@ -179,6 +182,10 @@ async def _check(
     record.judge("a node for every note after a rebuild", check.nodes_match_notes(rebuilt, after))
     record.judge("the rebuild gives the same graph", check.compare_rebuild(db, rebuilt, after))
     record.judge("integrity_check ok after a rebuild", check.integrity(rebuilt))
+    record.judge(
+        "relations the assistants made survive a rebuild",
+        check.relations_made_kept(related, db, rebuilt, after),
+    )
     reflected = await _cli(config, "reflect", vault, rebuilt)  # restores decisions from their vault records
     record.judge("insight decisions survive a rebuild", reflected or check.decisions_kept(db, rebuilt))
 

@@ -150,6 +150,17 @@ class ToolWrite:
     path: str
 
 
+@dataclass(frozen=True)
+class Related:
+    """A relation an assistant was told it made: which entity to which, by id."""
+
+    actor: str
+    seq: int
+    source_id: str
+    rel_type: str
+    target_id: str
+
+
 @dataclass
 class Assistant:
     """One assistant on one server (replaced by a new server when its own is killed)."""
@@ -162,6 +173,7 @@ class Assistant:
     insights: list[str] = field(default_factory=list)
     approved: list[str] = field(default_factory=list)
     writes: list[ToolWrite] = field(default_factory=list)
+    related: list[Related] = field(default_factory=list)
     unused_tools: set[str] = field(default_factory=set)
 
     def _name_and_label(self, rng: random.Random) -> tuple[str, str]:
@@ -268,6 +280,13 @@ class Assistant:
                     args["observation"],
                     done["id"],
                     done.get("path") or "",
+                )
+            )
+        elif tool == "engrama_relate" and done.get("edge", {}).get("target_id"):
+            edge = done["edge"]
+            self.related.append(
+                Related(
+                    f"{self.name}@{server.name}", seq, edge["source_id"], args["rel_type"], edge["target_id"]
                 )
             )
         elif tool == "engrama_surface_insights":

@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.soak_assistant import Server, ToolWrite
+from bench.soak_assistant import Related, Server, ToolWrite
 from bench.soak_person import ID_LINE, TRASH, Note, Person, frontmatter_end
 from vault_sync.paths import is_engrama_temp
 
@@ -277,6 +277,40 @@ def relations(db: Path, ids: set[str]) -> set[tuple[str, str, str]]:
         "where e.valid_to is null and e.type != 'LINKS_TO'",
     )
     return {r for r in rows if r[0] in ids}
+
+
+def relations_made_kept(
+    related: list[Related], live: Path, rebuilt: Path, notes: dict[str, str]
+) -> list[str]:
+    """Each relation an assistant made, between two entities that still have notes, is in the rebuilt graph
+    between the same two entities (a stub target, which has no note, is matched by name)."""
+    with_notes = {
+        r[0] for r in query(rebuilt, "select id, path from nodes where path is not null") if r[1] in notes
+    }
+    stubs = dict(query(live, "select id, lower(name) from nodes where status = 'stub'"))
+    edges = query(
+        rebuilt,
+        "select e.source, e.type, e.target, lower(t.name) from edges e join nodes t on t.id = e.target "
+        "where e.valid_to is null",
+    )
+    by_id = {(s, r, t) for s, r, t, _ in edges}
+    by_name = {(s, r, n) for s, r, _, n in edges}
+    problems = []
+    for made in related:
+        if made.source_id not in with_notes or (
+            made.target_id not in with_notes and made.target_id not in stubs
+        ):
+            continue  # the person deleted one end (or the stub got a note and an id of its own)
+        if (made.source_id, made.rel_type, made.target_id) in by_id:
+            continue
+        if made.target_id in stubs and (made.source_id, made.rel_type, stubs[made.target_id]) in by_name:
+            continue
+        instead = sorted(n for s, r, _, n in edges if (s, r) == (made.source_id, made.rel_type))
+        problems.append(
+            f"{made.actor} op {made.seq}: {made.source_id} -{made.rel_type}-> {made.target_id} is not in the rebuilt "
+            f"graph; the source's {made.rel_type} there: {instead[:6]}"
+        )
+    return problems
 
 
 def decisions(db: Path) -> dict[str, str]:

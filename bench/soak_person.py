@@ -437,17 +437,29 @@ class Person:
 
     async def rename(self, note: Note, rng: random.Random) -> None:
         """A new title; half the time links to it are updated in other notes, as Obsidian does by default."""
-        old, title = note.name, self.fresh_title(rng)
+        old, title = note.path, self.fresh_title(rng)
         parent = Path(note.path).parent.as_posix()
         await self._rename(note, f"{parent}/{title}.md".lstrip("./"), "rename")
         if note.name == title and rng.random() < 0.5:
-            await self._update_links(old, title, rng)
+            await self._update_links(old, note.path, rng)
 
     async def _update_links(self, old: str, new: str, rng: random.Random) -> None:
-        link = re.compile(r"\[\[((?:[^\]|/]*/)?)" + re.escape(old) + r"(?=[\]|#])")
+        """Rewrite the links that meant the renamed note: `[[Folder/Old]]`, and `[[Old]]` when no other note
+        has that name (Obsidian leaves a link that resolves to another note alone)."""
+        old_stem, new_stem = Path(old).stem, Path(new).stem
+        qualified = [(old[: -len(".md")], new[: -len(".md")])]
+        if not any(p.stem.casefold() == old_stem.casefold() for p in self._disk_notes()):
+            qualified.append((old_stem, new_stem))
+        links = [(re.compile(r"\[\[" + re.escape(a) + r"(?=[\]|#])"), f"[[{b}") for a, b in qualified]
+
+        def updated(text: str) -> str:
+            for link, replacement in links:
+                text = link.sub(lambda _m, r=replacement: r, text)
+            return text
+
         for other in self.live():
             text = self._read(other) if other.key not in self.busy else None
-            if text is None or not link.search(text):
+            if text is None or updated(text) == text:
                 continue
             self.busy.add(other.key)
             try:
@@ -455,8 +467,8 @@ class Person:
                 text = self.reread(other, seq)
                 if text is None:
                     continue
-                await self._in_place(other, link.sub(lambda m: f"[[{m.group(1)}{new}", text), False, rng)
-                other.lines = [link.sub(lambda m: f"[[{m.group(1)}{new}", line) for line in other.lines]
+                await self._in_place(other, updated(text), False, rng)
+                other.lines = [updated(line) for line in other.lines]
             finally:
                 self.busy.discard(other.key)
 
