@@ -184,7 +184,7 @@ async def _check(
     record.judge("integrity_check ok after a rebuild", check.integrity(rebuilt))
     record.judge(
         "relations the assistants made survive a rebuild",
-        check.relations_made_kept(related, db, rebuilt, after),
+        check.relations_made_kept(related, person, db, rebuilt, after),
     )
     reflected = await _cli(config, "reflect", vault, rebuilt)  # restores decisions from their vault records
     record.judge("insight decisions survive a rebuild", reflected or check.decisions_kept(db, rebuilt))

@@ -280,10 +280,13 @@ def relations(db: Path, ids: set[str]) -> set[tuple[str, str, str]]:
 
 
 def relations_made_kept(
-    related: list[Related], live: Path, rebuilt: Path, notes: dict[str, str]
+    related: list[Related], person: Person, live: Path, rebuilt: Path, notes: dict[str, str]
 ) -> list[str]:
     """Each relation an assistant made, between two entities that still have notes, is in the rebuilt graph
-    between the same two entities (a stub target, which has no note, is matched by name)."""
+    between the same two entities (a stub target, which has no note, is matched by name) -- unless the person
+    renamed or moved the target afterwards (without Obsidian's link update the link then means another note)."""
+    times = person.record.times
+    moves = {(i, t) for n in person.notes.values() for i in n.ids for t, _ in n.paths[1:]}
     with_notes = {
         r[0] for r in query(rebuilt, "select id, path from nodes where path is not null") if r[1] in notes
     }
@@ -301,6 +304,8 @@ def relations_made_kept(
             made.target_id not in with_notes and made.target_id not in stubs
         ):
             continue  # the person deleted one end (or the stub got a note and an id of its own)
+        if any(i == made.target_id and t > times[made.seq] - 1.0 for i, t in moves):
+            continue  # the person renamed or moved the target since
         if (made.source_id, made.rel_type, made.target_id) in by_id:
             continue
         if made.target_id in stubs and (made.source_id, made.rel_type, stubs[made.target_id]) in by_name:
