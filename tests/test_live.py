@@ -41,7 +41,7 @@ def no_leaked_threads() -> Iterator[None]:
         time.sleep(0.01)
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
     """Poll `check` (sync or async) until it returns something truthy, and return it; fail after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -51,7 +51,7 @@ async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
         if result:
             return result
         if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout} s")
+            pytest.fail(f"{what} not met within {timeout} s")
         await asyncio.sleep(0.01)
 
 

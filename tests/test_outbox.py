@@ -8,12 +8,10 @@ holder, or by the follower itself once it takes the lease.
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sqlite3
 import subprocess
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import date, timedelta
@@ -33,6 +31,7 @@ from server.services.remember import remember
 from server.settings import Settings
 from server.store import outbox_sql
 from tests.test_e2e_stdio import COMMAND, call, serve_args
+from tests.test_live import eventually
 from tests.test_reflect_lifecycle import two_projects_on_sqlite
 from tests.test_reflect_support import synced
 from vault_sync.lease import lease_path
@@ -41,20 +40,6 @@ from vault_sync.outbox import EntityChange, decode
 pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
 
 ATLAS = "---\ntype: Project\n---\nAtlas is our build system.\n"
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "the condition") -> Any:
-    """Poll `check` (sync or async) until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        await asyncio.sleep(0.1)
 
 
 class Holder:
@@ -113,8 +98,8 @@ async def follower(vault: Path, db_path: Path, log: Path) -> AsyncIterator[Clien
 
 async def started(holder: Holder, vault: Path) -> None:
     """The holder has the lease and has given Atlas.md its id (so it is in the graph)."""
-    await eventually(holder.holds_lease, what="the first server taking the lease")
-    await eventually(lambda: "engrama_id:" in (vault / "Projects/Atlas.md").read_text(encoding="utf-8"))
+    await eventually(holder.holds_lease, 30, "the first server taking the lease")
+    await eventually(lambda: "engrama_id:" in (vault / "Projects/Atlas.md").read_text(encoding="utf-8"), 30)
 
 
 async def outbox_of(session: ClientSession) -> dict[str, Any]:

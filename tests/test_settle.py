@@ -7,6 +7,8 @@ import asyncio
 import os
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from profiles.loader import load_profile
-from server.runtime import note_rules
+from server.runtime import Runtime, note_rules, open_runtime
+from server.services.remember import remember
+from server.settings import Settings
 from server.store import GraphStore
 from tests.test_e2e_stdio import COMMAND, call, serve_args
 from tests.test_live import eventually
@@ -23,6 +27,7 @@ from vault_sync.debounce import LiveReconciler
 from vault_sync.identify import read_id
 from vault_sync.readers import OWED_ID
 from vault_sync.reconcile import DEFAULT_SETTLE, VaultSync
+from vault_sync.writer import NoteBusy
 
 TOPIC_ID = "0b6a3c1e-2f4d-4e5a-9b7c-8d9e0f1a2b3c"
 TOPIC = f"---\nengrama_id: {TOPIC_ID}\ntype: Concept\n---\nThe topic, as first written.\n"
@@ -211,10 +216,6 @@ async def test_a_one_shot_sync_waits_for_just_written_notes_and_names_them(
 async def test_a_tool_writing_a_note_still_owed_its_id_writes_the_id_it_was_indexed_under(
     vault: Path, db_path: Path
 ) -> None:
-    from server.runtime import open_runtime
-    from server.services.remember import remember
-    from server.settings import Settings
-
     (vault / "Concepts").mkdir()
     note = vault / "Concepts" / "Topic.md"
     note.write_text("---\ntype: Concept\n---\nJust saved by the person.\n", encoding="utf-8")
@@ -228,19 +229,22 @@ async def test_a_tool_writing_a_note_still_owed_its_id_writes_the_id_it_was_inde
     assert "Just saved by the person." in data and "Seen again today." in data
 
 
-async def test_a_tool_write_waits_for_an_in_place_save_in_progress_and_keeps_both(
-    vault: Path, db_path: Path
-) -> None:
-    from server.runtime import open_runtime
-    from server.services.remember import remember
-    from server.settings import Settings
-
+@asynccontextmanager
+async def topic_synced(vault: Path, db_path: Path, settle: float) -> AsyncIterator[tuple[Runtime, Path]]:
+    """A runtime with the settle window `settle`, over a vault holding the synced note Concepts/Topic.md."""
     (vault / "Concepts").mkdir()
     note = vault / "Concepts" / "Topic.md"
     note.write_text(TOPIC, encoding="utf-8")
-    typed = TOPIC + "The person's new paragraph.\n"
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.5)) as rt:
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=settle)) as rt:
         await rt.require_sync().sync_path("Concepts/Topic.md")
+        yield rt, note
+
+
+async def test_a_tool_write_waits_for_an_in_place_save_in_progress_and_keeps_both(
+    vault: Path, db_path: Path
+) -> None:
+    typed = TOPIC + "The person's new paragraph.\n"
+    async with topic_synced(vault, db_path, settle=0.5) as (rt, note):
         with open(note, "r+b") as editor:  # an in-place save has started: the file is empty for a moment
             editor.truncate(0)
             editor.flush()
@@ -259,17 +263,9 @@ async def test_a_tool_write_waits_for_an_in_place_save_in_progress_and_keeps_bot
 async def test_a_tool_gives_up_on_a_note_that_keeps_being_saved_and_writes_nothing(
     vault: Path, db_path: Path
 ) -> None:
-    from server.runtime import open_runtime
-    from server.services.remember import remember
-    from server.settings import Settings
-    from vault_sync.writer import NoteBusy
-
-    (vault / "Concepts").mkdir()
-    note = vault / "Concepts" / "Topic.md"
-    note.write_text(TOPIC, encoding="utf-8")
     stop = asyncio.Event()
 
-    async def keep_typing() -> str:
+    async def keep_typing(note: Path) -> str:
         text = TOPIC
         while not stop.is_set():
             text += "more "
@@ -277,9 +273,8 @@ async def test_a_tool_gives_up_on_a_note_that_keeps_being_saved_and_writes_nothi
             await asyncio.sleep(0.15)
         return text
 
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.5)) as rt:
-        await rt.require_sync().sync_path("Concepts/Topic.md")
-        typing = asyncio.create_task(keep_typing())
+    async with topic_synced(vault, db_path, settle=0.5) as (rt, note):
+        typing = asyncio.create_task(keep_typing(note))
         try:
             with pytest.raises(NoteBusy, match="being edited right now"):
                 await remember(rt, "Concept", "Topic", observation="Told by the assistant.")
