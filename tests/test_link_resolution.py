@@ -66,3 +66,22 @@ async def test_links_follow_notes_that_share_a_name_as_they_come_go_and_are_rena
     uses = {(t, p) for s, r, t, p in steps[2][1] if r == "USES"}
     assert uses == {("Target", "Target.md")}  # the shortest path wins a tie between two file names
     assert {(t, p) for s, r, t, p in steps[4][1] if r == "USES"} == {("Target", None)}  # a stub again
+
+
+async def test_a_relation_to_one_of_two_notes_of_a_name_is_written_so_it_leads_there(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Projects/Juniper.md", "---\ntype: Project\n---\nThe project.\n")
+    write(vault, "Notes/Juniper.md", "A loose note with the same name (its path is shorter).\n")
+    write(vault, "Projects/Atlas.md", "---\ntype: Project\n---\nAnother project.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        done = await relate(rt, "Atlas", "RELATED_TO", "Juniper", target_label="Project")
+        live = await targets(rt.store)
+    assert '"[[Projects/Juniper]]"' in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+    assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Projects/Juniper.md") in live
+    assert done.target_id is not None and live == await rebuilt(vault, tmp_path, 0)

@@ -29,7 +29,7 @@ from server.services.schema import (
     require_relation,
     single_label,
 )
-from server.store import Node, history_sql, memory_sql, outbox_sql
+from server.store import Node, history_sql, memory_sql, outbox_sql, sync_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote, VaultError
@@ -158,11 +158,11 @@ async def write_reviving(
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
-    """The node's name, or its path when the bare name would lead a wikilink to another node."""
-    first = (await rt.store.find_nodes(node.name) or [node])[0]
-    if first.id != node.id and node.path:
-        return node.path[:-3] if node.path.lower().endswith(".md") else node.path
-    return node.name
+    """The node's name, or its path when the bare name would lead a wikilink to another node (the store
+    resolves the link the way it resolves every link in the vault, so it is judged by that same rule)."""
+    if not node.path or await rt.store.read(sync_sql.link_leads_to, node.name) == node.id:
+        return node.name
+    return node.path[:-3] if node.path.lower().endswith(".md") else node.path
 
 
 def writes_notes(rt: Runtime) -> bool:

@@ -110,6 +110,12 @@ def resolve_key(conn: Any, key: str, stem: str | None, source_id: str) -> str | 
     return None if row is None else row["node_id"]
 
 
+def link_leads_to(conn: Any, target: str) -> str | None:
+    """The node a wikilink `[[target]]` written into a note would resolve to now (None: nothing, a stub)."""
+    key, stem = link_key(target)
+    return resolve_key(conn, key, stem, "")
+
+
 def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
     """The node id a link target names; creates a stub node when nothing matches yet."""
     key, stem = link_key(target)
