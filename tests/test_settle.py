@@ -282,3 +282,19 @@ async def test_a_tool_gives_up_on_a_note_that_keeps_being_saved_and_writes_nothi
             stop.set()
         last = await typing
     assert note.read_text(encoding="utf-8") == last
+
+
+async def test_nothing_stays_pending_for_a_note_that_went_blank_or_went_away(
+    vault: Path, store: GraphStore
+) -> None:
+    sync = engine(vault, store, settle=30)
+    (vault / "Kept.md").write_text("Typed a moment ago.\n", encoding="utf-8")
+    (vault / "Gone.md").write_text("Typed a moment ago too.\n", encoding="utf-8")
+    await sync.sync_vault()
+    assert set(sync.deferred) == {"Kept.md", "Gone.md"}  # both owe their id line until quiet
+    (vault / "Kept.md").write_bytes(b"")  # emptied: a blank note is never written to, so nothing is owed
+    (vault / "Gone.md").unlink()
+    sync.settle = 0
+    await sync.sync_path("Kept.md")
+    await sync.sync_path("Gone.md")
+    assert sync.deferred == {}

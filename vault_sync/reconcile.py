@@ -293,8 +293,9 @@ class VaultSync:
         refs: Mapping[str, NodeRef],
     ) -> NoteOutcome | _Apply:
         """Decide what one read note means; returns a final outcome or the update to apply."""
-        if read.missing:
+        if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
             self.deferred.pop(read.path, None)
+        if read.missing:
             return await self._archive(read.path, dry_run)
         if read.error is not None:
             log.warning("cannot sync %s: %s", read.path, read.error)
@@ -347,8 +348,6 @@ class VaultSync:
                 state = replace(state, checksum=OWED_ID)
                 if not read.blank:
                     self._defer(read.path, self.settle - quiet)
-        if not owed:
-            self.deferred.pop(read.path, None)
         claimed.add(node_id)
         existing = refs.get(node_id)  # None for an id given just now
         moved_from = existing.path if existing and existing.path and existing.path != read.path else None
@@ -437,6 +436,8 @@ class VaultSync:
 
         A missing vault root, a folder that cannot be listed, or a cloud placeholder in the note's place mean
         the note may still be there: it is left as it was, and the outcome says why (`scan.presence`)."""
+        if not dry_run:
+            self.deferred.pop(rel, None)  # nothing is owed to a note that is not there
         known = await self.graph.file_state(rel)
         node_id = known.node_id if known else None
         seen = await asyncio.to_thread(presence, self.root, rel, still_a_note=classify(rel) == "note")
