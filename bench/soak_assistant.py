@@ -159,6 +159,7 @@ class Related:
     source_id: str
     rel_type: str
     target_id: str
+    target_name: str = ""  # the target's name when the relation was made
 
 
 @dataclass
@@ -286,7 +287,12 @@ class Assistant:
             edge = done["edge"]
             self.related.append(
                 Related(
-                    f"{self.name}@{server.name}", seq, edge["source_id"], args["rel_type"], edge["target_id"]
+                    f"{self.name}@{server.name}",
+                    seq,
+                    edge["source_id"],
+                    args["rel_type"],
+                    edge["target_id"],
+                    str(edge.get("target") or ""),
                 )
             )
         elif tool == "engrama_surface_insights":

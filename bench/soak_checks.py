@@ -284,12 +284,15 @@ def relations_made_kept(
 ) -> list[str]:
     """Each relation an assistant made, between two entities that still have notes, is in the rebuilt graph
     between the same two entities (a stub target, which has no note, is matched by name) -- unless the person
-    renamed or moved the target afterwards (without Obsidian's link update the link then means another note)."""
+    renamed or moved the target afterwards (without Obsidian's link update the link then means another note),
+    or the relation still reaches an entity of the target's name: a link by name means whichever note of that
+    name the vault's resolution picks now (a same-named note may have appeared since), and whether the live
+    graph resolves it as a rebuild does is "the rebuild gives the same graph"."""
     times = person.record.times
     moves = {(i, t) for n in person.notes.values() for i in n.ids for t, _ in n.paths[1:]}
-    with_notes = {
-        r[0] for r in query(rebuilt, "select id, path from nodes where path is not null") if r[1] in notes
-    }
+    paths = {r[0]: r[1] for r in query(rebuilt, "select id, path from nodes where path is not null")}
+    with_notes = {i for i, p in paths.items() if p in notes}
+    targets = dict(query(live, "select id, path from nodes where path is not null"))
     stubs = dict(query(live, "select id, lower(name) from nodes where status = 'stub'"))
     edges = query(
         rebuilt,
@@ -310,12 +313,23 @@ def relations_made_kept(
             continue
         if made.target_id in stubs and (made.source_id, made.rel_type, stubs[made.target_id]) in by_name:
             continue
+        if made.target_name and (made.source_id, made.rel_type, made.target_name.casefold()) in by_name:
+            continue
+        if not _states_link(notes[paths[made.source_id]], made.target_name, targets.get(made.target_id)):
+            continue  # the person's editor saved over the note (its buffer predates the write), or removed it
         instead = sorted(n for s, r, _, n in edges if (s, r) == (made.source_id, made.rel_type))
         problems.append(
             f"{made.actor} op {made.seq}: {made.source_id} -{made.rel_type}-> {made.target_id} is not in the rebuilt "
             f"graph; the source's {made.rel_type} there: {instead[:6]}"
         )
     return problems
+
+
+def _states_link(text: str, name: str, path: str | None) -> bool:
+    """True when the note still links the target, by name or by path (the relation is in the vault)."""
+    folded = text.casefold()
+    forms = [name] + ([path[:-3] if path.lower().endswith(".md") else path] if path else [])
+    return any(f"[[{form.casefold()}" in folded for form in forms if form)
 
 
 def decisions(db: Path) -> dict[str, str]:
