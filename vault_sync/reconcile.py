@@ -377,12 +377,10 @@ class VaultSync:
             if due > deadline:
                 return
             await asyncio.sleep(max(due - time.monotonic(), 0.0))
-            for rel in [p for p, at in self.deferred.items() if at <= time.monotonic()]:
-                self.deferred.pop(rel, None)
-                outcome = await self.sync_path(rel)
-                if outcome.inject_id and rel in report.ids_owed:
-                    report.ids_owed.remove(rel)
-                    report.ids_injected.append(rel)
+            ready = [p for p, at in self.deferred.items() if at <= time.monotonic()]
+            written = set((await self.sync_paths(ready)).ids_injected)  # in batches, like the pass itself
+            report.ids_owed = [p for p in report.ids_owed if p not in written]
+            report.ids_injected += [p for p in ready if p in written]
 
     async def _is_copy(self, existing: NodeRef | None, rel: str) -> bool:
         """True when the node of this id belongs to another note file that still exists with that id.
