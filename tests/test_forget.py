@@ -289,3 +289,11 @@ async def test_purge_withdraws_the_pending_insights_that_name_the_entity(rt: Run
     assert "1 pending insight(s) that named it were withdrawn" in done.message
     left = await rt.store.read(lambda c: {r[0]: r[1] for r in c.execute("select key, status from insights")})
     assert left == {"about-sqlite": "pending", "decided": "approved"}
+
+
+async def test_an_archived_entity_can_still_be_looked_at_by_name(rt: Runtime) -> None:
+    from server.services.context import context
+
+    done = await forget(rt, "harbor")
+    seen = await context(rt, "Harbor", "Project")
+    assert (seen.node.id, seen.node.status, seen.node.path) == (done.id, "archived", "Projects/Harbor.md")

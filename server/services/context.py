@@ -53,6 +53,11 @@ async def context(
         raise ServiceError(str(exc)) from None
     canonical = optional_label(rt.profile, label, for_writing=False)
     nodes = await rt.store.find_nodes(name, canonical, include_archived=when is not None)
+    if when is None and not any(n.status == "active" for n in nodes):
+        # Nothing current by that name: an archived entity (forgotten, or its note deleted) is still there to
+        # look at, marked by its status, as `engrama_search(include_archived=true)` would show it.
+        archived = await rt.store.find_nodes(name, canonical, include_archived=True)
+        nodes = [n for n in archived if n.status == "archived"] + nodes
     if when is not None:
         nodes = [n for n in nodes if n.status != "stub" and _held(n, when)] or _not_valid(name, when, nodes)
     if not nodes:
