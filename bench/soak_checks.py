@@ -6,9 +6,11 @@ and the operations involved, so it can be followed in the operation log.
 
 from __future__ import annotations
 
+import calendar
 import os
 import re
 import sqlite3
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -285,14 +287,22 @@ def relations_made_kept(
     """Each relation an assistant made, between two entities that still have notes, is in the rebuilt graph
     between the same two entities (a stub target, which has no note, is matched by name) -- unless the person
     renamed or moved the target afterwards (without Obsidian's link update the link then means another note),
-    or the relation still reaches an entity of the target's name: a link by name means whichever note of that
-    name the vault's resolution picks now (a same-named note may have appeared since), and whether the live
-    graph resolves it as a rebuild does is "the rebuild gives the same graph"."""
+    or a note of the target's name appeared after the relation was made and the link by name now means that
+    one (the vault's resolution; whether the live graph agrees with a rebuild is "the rebuild gives the same
+    graph"). A relation written so that it led elsewhere from the start is still a violation."""
     times = person.record.times
     moves = {(i, t) for n in person.notes.values() for i in n.ids for t, _ in n.paths[1:]}
     paths = {r[0]: r[1] for r in query(rebuilt, "select id, path from nodes where path is not null")}
     with_notes = {i for i, p in paths.items() if p in notes}
     targets = dict(query(live, "select id, path from nodes where path is not null"))
+    appeared = {  # when engrama first saw each node (UTC seconds), from the live graph
+        i: calendar.timegm(time.strptime(c, "%Y-%m-%dT%H:%M:%SZ"))
+        for i, c in query(live, "select id, created_at from nodes")
+    }
+
+    def wall(seq: int) -> float:
+        return person.record.started_wall + times[seq] - 1.0  # created_at has whole seconds
+
     stubs = dict(query(live, "select id, lower(name) from nodes where status = 'stub'"))
     edges = query(
         rebuilt,
@@ -313,8 +323,12 @@ def relations_made_kept(
             continue
         if made.target_id in stubs and (made.source_id, made.rel_type, stubs[made.target_id]) in by_name:
             continue
-        if made.target_name and (made.source_id, made.rel_type, made.target_name.casefold()) in by_name:
-            continue
+        if any(
+            appeared.get(t, 0.0) > wall(made.seq)
+            for s, r, t, n in edges
+            if (s, r) == (made.source_id, made.rel_type) and n == made.target_name.casefold()
+        ):
+            continue  # a note of the target's name appeared since, and the link by name now means it
         if not _states_link(notes[paths[made.source_id]], made.target_name, targets.get(made.target_id)):
             continue  # the person's editor saved over the note (its buffer predates the write), or removed it
         instead = sorted(n for s, r, _, n in edges if (s, r) == (made.source_id, made.rel_type))

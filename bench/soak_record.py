@@ -42,6 +42,7 @@ class SoakRecord:
     seed: int
     log_path: Path
     started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)  # the same moment on the wall clock (UTC)
     person_ops: Counter[str] = field(default_factory=Counter)
     tool_calls: Counter[str] = field(default_factory=Counter)
     tool_errors: Counter[str] = field(default_factory=Counter)

@@ -144,16 +144,27 @@ def waiting(conn: Any, after_id: int, limit: int) -> list[QueuedRow]:
 
 
 def applied(conn: Any, row_id: int, node_id: str | None, now: str) -> None:
-    """The row's change is in the vault: drop the row, and close the tool edges of `node_id` that its note
-    now states, so the graph holds what a rebuild from the vault would."""
+    """The row's change is in the vault: drop the row, and close the tool edges of `node_id` that stood in for
+    it, so the graph holds what a rebuild from the vault would. Once nothing more is queued for the entity,
+    all of them: its note is the truth now, whichever note its links lead to (names may have moved since the
+    follower planned them); while later rows wait, only those its note already states."""
+    subject = conn.execute("select subject from outbox where id = ?", (row_id,)).fetchone()
     conn.execute("delete from outbox where id = ?", (row_id,))
-    if node_id is not None:
-        conn.execute(
-            "update edges set valid_to = ? where source = ? and origin = 'tool' and valid_to is null and exists "
-            "(select 1 from edges f where f.source = edges.source and f.type = edges.type "
-            "and f.target = edges.target and f.origin = 'frontmatter' and f.valid_to is null)",
-            (now, node_id),
-        )
+    if node_id is None:
+        return
+    more = (
+        subject is not None
+        and conn.execute("select 1 from outbox where subject = ? limit 1", (subject[0],)).fetchone()
+    )
+    stated = (
+        " and exists (select 1 from edges f where f.source = edges.source and f.type = edges.type "
+        "and f.target = edges.target and f.origin = 'frontmatter' and f.valid_to is null)"
+    )
+    conn.execute(
+        "update edges set valid_to = ? where source = ? and origin = 'tool' and valid_to is null"
+        + (stated if more else ""),
+        (now, node_id),
+    )
 
 
 def failed(conn: Any, row_id: int, error: str, now: str) -> None:
