@@ -267,3 +267,22 @@ def test_restoring_from_the_trash_never_overwrites_a_note(vault: Path) -> None:
     assert not (vault / ".trash/Topic.md").exists()
     (vault / ".trash/Gone.md").write_bytes(b"x\n")
     assert restore_from_trash(vault, ".trash/Gone.md", "New folder/Gone.md") == "New folder/Gone.md"
+
+
+async def test_remember_right_after_the_person_made_the_note_writes_into_it_not_a_second_one(
+    vault: Path, db_path: Path
+) -> None:
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        (vault / "Cedar 97.md").write_text(
+            "Made in Obsidian a moment ago.\n", encoding="utf-8"
+        )  # not synced yet
+        done = await remember(rt, "Note", "Cedar 97", observation="Seen by the assistant.")
+        notes = sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md"))
+    assert done.path == "Cedar 97.md" and notes == ["Cedar 97.md"]
+    text = (vault / "Cedar 97.md").read_text(encoding="utf-8")
+    assert "Made in Obsidian a moment ago." in text and "Seen by the assistant." in text

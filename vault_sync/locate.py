@@ -24,6 +24,7 @@ from vault_sync.errors import VaultError
 from vault_sync.identify import read_id
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, to_rel
+from vault_sync.readers import OWED_ID
 from vault_sync.scan import StatEntry, scan_vault
 from vault_sync.writer import read_note
 
@@ -92,3 +93,25 @@ def _trash_notes(root: Path) -> Iterator[str]:
                 continue
     for _, rel in sorted(found):
         yield rel
+
+
+def unseen_notes_named(root: Path, stems: Iterable[str], known: Mapping[str, FileState]) -> list[str]:
+    """The notes with one of these file names (without `.md`, case-insensitive, as Obsidian matches links)
+    that the graph has not read as they are now: new, changed since, or still owed their id line.
+
+    A tool about to create a note for an entity reconciles these first: the person may have just created
+    that entity's note (Obsidian's new note, a rename), and the watcher may not have caught up yet."""
+    wanted = {stem.casefold() for stem in stems}
+    found = []
+    for entry in scan_vault(root).notes:
+        stem = entry.rel_path.rsplit("/", 1)[-1][:-3]
+        if stem.casefold() not in wanted:
+            continue
+        state = known.get(entry.rel_path)
+        if (
+            state is None
+            or (state.size, state.mtime_ns) != (entry.size, entry.mtime_ns)
+            or state.checksum == OWED_ID
+        ):
+            found.append(entry.rel_path)
+    return found

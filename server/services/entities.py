@@ -33,7 +33,7 @@ from server.store import Node, history_sql, memory_sql, outbox_sql, sync_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote, VaultError
-from vault_sync.locate import Located, locate_note
+from vault_sync.locate import Located, locate_note, unseen_notes_named
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
 from vault_sync.relations_block import add_relation
@@ -201,6 +201,8 @@ async def write_entity(
     if not writes_notes(rt):
         return await _write_graph_only(rt, label, name, properties, observation, relations, reason, remove)
     existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
+    if target is None and (existing is None or existing.status == "stub") and await _caught_up(rt, name):
+        existing = await rt.store.read(memory_sql.find_merge_target, label, name)
     if existing is not None and existing.path and existing.status != "stub":
         try:
             added = await _update(
@@ -224,6 +226,20 @@ async def write_entity(
     node_id = existing.id if existing is not None else identify.new_engrama_id()
     name = existing.name if existing is not None else name
     return await _create(rt, node_id, label, name, properties, observation, relations, created)
+
+
+async def _caught_up(rt: Runtime, name: str) -> bool:
+    """Reconcile the notes named like `name` that the graph has not read yet (the person may have just made
+    the entity's note); True when there were any. Keeps a tool from creating a second note for it."""
+    known = await rt.store.file_states()
+    stems = {name, note_filename(name)[:-3]}
+    try:
+        paths = await asyncio.to_thread(unseen_notes_named, rt.vault, stems, known)
+    except VaultError:
+        return False  # the vault cannot be walked now: the create below reports what is wrong
+    for rel in paths:
+        await rt.require_sync().sync_path(rel)
+    return bool(paths)
 
 
 async def locate_entity_note(rt: Runtime, node: Node) -> Located | None:
