@@ -45,6 +45,19 @@ def real_settle_server(vault: Path, db_path: Path) -> StdioServerParameters:
     return StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path), env=env)
 
 
+@asynccontextmanager
+async def holder_session(vault: Path, db_path: Path, tmp_path: Path) -> AsyncIterator[ClientSession]:
+    """A client of the installed server (production settle window) once it watches the vault, idle."""
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(real_settle_server(vault, db_path), errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await wait_for_holder(session)
+            yield session
+
+
 async def wait_for_holder(session: ClientSession) -> dict[str, Any]:
     deadline = time.monotonic() + 30
     while True:
@@ -63,26 +76,20 @@ async def test_an_in_place_save_that_lands_after_a_sync_keeps_the_persons_text_a
     note.parent.mkdir()
     note.write_text(TOPIC, encoding="utf-8")
     edited = TOPIC + "A paragraph the person typed and saved in place.\n"
-    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(real_settle_server(vault, db_path), errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await wait_for_holder(session)
-            # The editor saves in place, as Node's fs.writeFile does: open with truncation, ... write, close.
-            with open(note, "r+b") as editor:
-                editor.truncate(0)
-                editor.flush()
-                inode = os.fstat(editor.fileno()).st_ino
-                await asyncio.sleep(0.4)  # the watcher sees the empty file meanwhile
-                synced = await call(session, "engrama_sync_note", {"path": "Concepts/Topic.md"})
-                assert synced["id"] == TOPIC_ID and not synced["inject_id"]
-                editor.write(edited.encode("utf-8"))
-            assert os.stat(note).st_ino == inode, "the note was replaced while the editor held it open"
-            await asyncio.sleep(DEFAULT_SETTLE + 0.5)  # past the window: nothing may be written late either
-            await wait_for_holder(session)
-            found = await call(session, "engrama_search", {"query": "paragraph the person typed"})
+    async with holder_session(vault, db_path, tmp_path) as session:
+        # The editor saves in place, as Node's fs.writeFile does: open with truncation, ... write, close.
+        with open(note, "r+b") as editor:
+            editor.truncate(0)
+            editor.flush()
+            inode = os.fstat(editor.fileno()).st_ino
+            await asyncio.sleep(0.4)  # the watcher sees the empty file meanwhile
+            synced = await call(session, "engrama_sync_note", {"path": "Concepts/Topic.md"})
+            assert synced["id"] == TOPIC_ID and not synced["inject_id"]
+            editor.write(edited.encode("utf-8"))
+        assert os.stat(note).st_ino == inode, "the note was replaced while the editor held it open"
+        await asyncio.sleep(DEFAULT_SETTLE + 0.5)  # past the window: nothing may be written late either
+        await wait_for_holder(session)
+        found = await call(session, "engrama_search", {"query": "paragraph the person typed"})
     assert note.read_text(encoding="utf-8") == edited
     assert [r["id"] for r in found["results"]][:1] == [TOPIC_ID]
 
@@ -91,36 +98,30 @@ async def test_an_in_place_save_that_lands_after_a_sync_keeps_the_persons_text_a
 async def test_a_note_created_the_obsidian_way_keeps_every_keystroke_and_gets_one_id_once_quiet(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
-    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(real_settle_server(vault, db_path), errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await wait_for_holder(session)
-            untitled, titled = vault / "Untitled.md", vault / "Garden plan.md"
-            untitled.write_bytes(b"")  # Obsidian's new note
-            await asyncio.sleep(0.5)
-            await call(session, "engrama_sync_note", {"path": "Untitled.md"})
-            os.rename(untitled, titled)  # the title is typed
-            await asyncio.sleep(0.3)
-            typed, ids = "", set()
-            for word in ["Tomatoes", "by", "the", "south", "wall."]:  # autosaves in place while typing
-                typed += word + " "
-                with open(titled, "r+b") as editor:  # the editor's buffer: what the person typed, no id line
-                    editor.truncate(0)
-                    editor.flush()
-                    await asyncio.sleep(0.4)
-                    editor.write(typed.encode("utf-8"))
-                ids.add((await call(session, "engrama_sync_note", {"path": "Garden plan.md"}))["id"])
+    async with holder_session(vault, db_path, tmp_path) as session:
+        untitled, titled = vault / "Untitled.md", vault / "Garden plan.md"
+        untitled.write_bytes(b"")  # Obsidian's new note
+        await asyncio.sleep(0.5)
+        await call(session, "engrama_sync_note", {"path": "Untitled.md"})
+        os.rename(untitled, titled)  # the title is typed
+        await asyncio.sleep(0.3)
+        typed, ids = "", set()
+        for word in ["Tomatoes", "by", "the", "south", "wall."]:  # autosaves in place while typing
+            typed += word + " "
+            with open(titled, "r+b") as editor:  # the editor's buffer: what the person typed, no id line
+                editor.truncate(0)
+                editor.flush()
+                await asyncio.sleep(0.4)
+                editor.write(typed.encode("utf-8"))
+            ids.add((await call(session, "engrama_sync_note", {"path": "Garden plan.md"}))["id"])
 
-            def settled() -> bool:
-                data = titled.read_bytes()
-                return read_id(data) is not None and typed.encode("utf-8") in data
+        def settled() -> bool:
+            data = titled.read_bytes()
+            return read_id(data) is not None and typed.encode("utf-8") in data
 
-            await eventually(settled, timeout=DEFAULT_SETTLE + 10)
-            await wait_for_holder(session)
-            found = await call(session, "engrama_search", {"query": "tomatoes south wall"})
+        await eventually(settled, timeout=DEFAULT_SETTLE + 10)
+        await wait_for_holder(session)
+        found = await call(session, "engrama_search", {"query": "tomatoes south wall"})
     data = titled.read_bytes()
     assert data.endswith(typed.encode("utf-8")) and len(ID_LINES.findall(data)) == 1
     assert found["results"][0]["path"] == "Garden plan.md"
