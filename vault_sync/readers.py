@@ -44,17 +44,18 @@ class NoteRead:
     chunks: tuple[Chunk, ...] = ()
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
-    changed_ns: int = 0  # the file's mtime: an editor saving, in place or by rename, sets it to now
 
     def quiet_for(self, now_ns: int | None = None) -> float:
-        """Seconds since the file's content last changed.
+        """Seconds since the file's content last changed: its mtime, which an editor saving (in place or by
+        rename) sets to now.
 
         An mtime in the future of this clock was not set by an editor saving here just now (a sync tool
         carried it from a machine whose clock runs ahead, or it was touched by hand): it counts as quiet."""
         now_ns = time.time_ns() if now_ns is None else now_ns
-        if self.changed_ns > now_ns:
+        changed_ns = self.state.mtime_ns if self.state is not None else 0
+        if changed_ns > now_ns:
             return float("inf")
-        return (now_ns - self.changed_ns) / 1e9
+        return (now_ns - changed_ns) / 1e9
 
     def may_take_id(self, settle: float) -> bool:
         """True when engrama may write an id line into this note now: not blank, quiet for `settle` seconds.
@@ -120,17 +121,14 @@ class NoteReader:
         except (OSError, VaultError) as exc:
             return NoteRead(rel, error=describe(exc))
         state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
-        changed_ns = stat.st_mtime_ns
         if known is not None and known.checksum == state.checksum:
-            return NoteRead(rel, state, changed_ns=changed_ns)
+            return NoteRead(rel, state)
         blank = not data.strip(b" \t\r\n\f\v\xef\xbb\xbf")
         try:
             note = replace(self.parse(rel, data), file_began=file_began(stat))  # evidence of its start
         except VaultError as exc:
-            return NoteRead(rel, state, error=describe(exc), blank=blank, changed_ns=changed_ns)
-        return NoteRead(
-            rel, state, note, chunks=tuple(chunk_body(note.body)), blank=blank, changed_ns=changed_ns
-        )
+            return NoteRead(rel, state, error=describe(exc), blank=blank)
+        return NoteRead(rel, state, note, chunks=tuple(chunk_body(note.body)), blank=blank)
 
     def parse(self, rel: str, data: bytes) -> ParsedNote:
         return parse_note(

@@ -445,7 +445,7 @@ class VaultSync:
             log.info("%s not archived: %s", rel, seen.reason)
             return NoteOutcome(rel, FAILED, id=node_id, error=f"not archived: {seen.reason}")
         if dry_run:
-            return NoteOutcome(rel, ARCHIVED if known else UNCHANGED, id=known.node_id if known else None)
+            return NoteOutcome(rel, ARCHIVED if known else UNCHANGED, id=node_id)
         node_id = await self.graph.archive_path(rel)
         return NoteOutcome(rel, ARCHIVED if node_id else UNCHANGED, id=node_id)
 

@@ -249,6 +249,7 @@ M007_NOTE_LINKS = """
         create index note_links_source on note_links(source);
         create index note_links_key on note_links(key);
         create index note_links_stem on note_links(stem) where stem is not null;
+        create index note_links_target on note_links(target);  -- stubs absorbed, nodes re-keyed
 """
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (

@@ -146,6 +146,7 @@ def reresolve_links(conn: Any, keys: set[str], now: str) -> None:
         return
     folded = sorted(keys)
     stale: set[str] = set()
+    best: dict[tuple[str, str | None], str | None] = {}  # one resolution per name, not per link
     for start in range(0, len(folded), 400):
         part = folded[start : start + 400]
         marks = ",".join("?" * len(part))
@@ -155,10 +156,15 @@ def reresolve_links(conn: Any, keys: set[str], now: str) -> None:
             part + part,
         ).fetchall()
         for r in rows:
-            if (
-                r["source"] not in stale
-                and resolve_key(conn, r["key"], r["stem"], r["source"]) != r["target"]
-            ):
+            if r["source"] in stale:
+                continue
+            name = (r["key"], r["stem"])
+            if name not in best:
+                best[name] = resolve_key(conn, r["key"], r["stem"], "")
+            means = best[name]
+            if means == r["source"]:  # a note never links to itself: the next best, for this one
+                means = resolve_key(conn, r["key"], r["stem"], r["source"])
+            if means != r["target"]:
                 stale.add(r["source"])
     for source in sorted(stale):
         links = [
