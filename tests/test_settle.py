@@ -299,3 +299,14 @@ async def test_nothing_stays_pending_for_a_note_that_went_blank_or_went_away(
     await sync.sync_path("Kept.md")
     await sync.sync_path("Gone.md")
     assert sync.deferred == {}
+
+
+def test_an_empty_note_is_never_taken_as_read_already_it_may_be_a_save_half_way(vault: Path) -> None:
+    from vault_sync.writer import Quiet, edit_note
+
+    note = vault / "Topic.md"
+    note.write_bytes(b"")  # truncated by an editor that has not written yet, with the size and mtime seen
+    st = os.stat(note)
+    with pytest.raises(NoteBusy):
+        edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(30, (st.st_size, st.st_mtime_ns), 0.2))
+    assert note.read_bytes() == b""

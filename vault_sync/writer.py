@@ -114,9 +114,7 @@ def edit_note(
     """
     real_rel, real = _edit_target(root, rel)
     for _ in range(max(attempts, 1)):
-        if quiet is not None:
-            _wait_until_quiet(real, real_rel, quiet)
-        data, st = _read_stable(real, real_rel)
+        data, st = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
         base = sha256_hex(data)
         if expected_checksum is not None and base != expected_checksum:
             log.info("%s changed since it was last read; editing the bytes now on disk", real_rel)
@@ -204,15 +202,17 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     return to_rel(root, target)
 
 
-def _wait_until_quiet(real: Path, rel: str, quiet: Quiet) -> None:
+def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat_result]:
+    """Read the note once it is quiet: judged on the stat taken with the very bytes read, so a save that
+    starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read)."""
     deadline = time.monotonic() + quiet.wait
     while True:
-        st = os.stat(real)
-        if quiet.seen == (st.st_size, st.st_mtime_ns):
-            return  # as the graph last read it: no save has started since
+        data, st = _read_stable(real, rel)
+        if st.st_size and quiet.seen == (st.st_size, st.st_mtime_ns):
+            return data, st  # as the graph last read it: no save has started since (an empty file may be one)
         age = time.time() - st.st_mtime_ns / 1e9
         if age >= quiet.settle or age < 0:  # a future mtime was not set by a save on this machine
-            return
+            return data, st
         left = deadline - time.monotonic()
         if left <= 0:
             raise NoteBusy(
