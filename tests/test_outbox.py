@@ -326,3 +326,20 @@ async def test_a_followers_entity_for_a_note_it_could_not_see_yet_becomes_that_n
         ).fetchall()
     )
     assert [r["name"] for r in around] == ["SQLite"]
+
+
+async def test_the_archived_node_of_a_deleted_note_is_kept_when_a_new_note_of_its_name_takes_the_write(
+    rt: Runtime, vault: Path
+) -> None:
+    from server.store import memory_sql
+    from server.store.clock import utc_now
+
+    (vault / "Projects").mkdir()
+    (vault / "Projects" / "Draft.md").write_text("---\ntype: Project\n---\nFirst draft.\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    old = (await rt.store.find_nodes("Draft"))[0]
+    await rt.store.write(  # its note deleted and the path taken: archived, without a path
+        lambda c: c.execute("update nodes set status = 'archived', path = null where id = ?", (old.id,))
+    )
+    assert not await rt.store.write(memory_sql.fold_graph_only_node, old.id, "another", utc_now())
+    assert (await rt.store.get_node(old.id)) is not None

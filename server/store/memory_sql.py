@@ -173,7 +173,8 @@ def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool
     out to be the entity of an existing note `into`: its relations move there and it goes, so the graph holds
     one entity, as a rebuild from the vault would. False (nothing done) unless `duplicate` is graph-only."""
     row = conn.execute("select path, status from nodes where id = ?", (duplicate,)).fetchone()
-    if row is None or row["path"] is not None or row["status"] == "stub" or duplicate == into:
+    # Only a live node that never had a note: an archived one is the record of a deleted note, and stays.
+    if row is None or row["path"] is not None or row["status"] != "active" or duplicate == into:
         return False
     conn.execute(
         "update or ignore edges set source = ? where source = ? and valid_to is null and target != ?",
