@@ -1,15 +1,24 @@
-"""Generate a realistic vault for benchmarks: typed notes in folders, frontmatter, relations and wikilinks.
+"""Generate a vault for benchmarks: typed notes in folders, frontmatter, relations and wikilinks.
 
-    python bench/vaultgen.py /tmp/vault --notes 10000
+    python bench/vaultgen.py /tmp/vault --notes 10000                     # realistic (the default)
+    python bench/vaultgen.py /tmp/vault --notes 10000 --mode small-vocab
 
-Deterministic for a seed. Bodies are 200-2,000 words of prose-like text under a few headings, with ~5
-wikilinks per note (some with aliases or headings), so parsing and chunking see what a real vault holds.
+Deterministic for a seed. Two corpora:
+
+- `realistic`: a 6,000-word vocabulary; bodies of 200-2,000 words of prose-like text under a few headings,
+  names of one to three words, ~5 wikilinks per note (some with aliases or headings), so parsing and
+  chunking see what a real vault holds.
+- `small-vocab`: every word of every note (titles, headings, bodies) drawn from 200 words, titles of exactly
+  three of them, bodies of 100-1,000 words, five wikilinks each. Every query word then matches thousands of
+  passages: the worst case for bm25 over passages, and a fair stand-in for a vault full of one person's
+  recurring vocabulary (issue 15). Titles share words with many other titles.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 FOLDERS = (
@@ -29,6 +38,22 @@ RELATIONS = {
     "Person": ("WORKS_ON", "Project"),
 }
 SYLLABLES = "ka lo mi ne ru sa te vo zi pa an el or us ti ba de fo gu hi ja".split()
+MODES = ("realistic", "small-vocab")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """What a mode changes: the vocabulary's size, how many words a name has, how long a body is."""
+
+    vocabulary: int
+    name_words: tuple[int, int]
+    body_words: tuple[int, int]
+
+
+CORPORA = {
+    "realistic": Corpus(vocabulary=6000, name_words=(1, 3), body_words=(200, 2000)),
+    "small-vocab": Corpus(vocabulary=200, name_words=(3, 3), body_words=(100, 1000)),
+}
 
 
 def _vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
@@ -38,10 +63,10 @@ def _vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
     return sorted(words)
 
 
-def _names(rng: random.Random, vocab: list[str], count: int) -> list[str]:
+def _names(rng: random.Random, vocab: list[str], count: int, words: tuple[int, int]) -> list[str]:
     names: set[str] = set()
     while len(names) < count:
-        names.add(" ".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(1, 3))))
+        names.add(" ".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(*words))))
     return sorted(names)
 
 
@@ -54,8 +79,8 @@ def _paragraph(rng: random.Random, vocab: list[str], words: int) -> str:
     return " ".join(sentences)
 
 
-def _body(rng: random.Random, vocab: list[str], name: str, links: list[str]) -> str:
-    total = rng.randint(200, 2000)
+def _body(rng: random.Random, vocab: list[str], name: str, links: list[str], length: tuple[int, int]) -> str:
+    total = rng.randint(*length)
     sections = max(1, total // 300)
     parts = [f"# {name}\n"]
     per = total // sections
@@ -73,20 +98,24 @@ def _body(rng: random.Random, vocab: list[str], name: str, links: list[str]) -> 
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def generate_vault(root: Path, notes: int, seed: int = 0) -> list[Path]:
-    """Write `notes` notes under `root`; returns their paths."""
+def generate_vault(root: Path, notes: int, seed: int = 0, mode: str = "realistic") -> list[Path]:
+    """Write `notes` notes of the corpus `mode` (see MODES) under `root`; returns their paths."""
+    corpus = CORPORA[mode]
     rng = random.Random(seed)
-    vocab = _vocabulary(rng)
+    vocab = _vocabulary(rng, corpus.vocabulary)
     plan: list[tuple[str, str | None, str]] = []
     counts = [max(1, int(notes * share)) for _, _, share in FOLDERS]
     counts[-1] += notes - sum(counts)
-    all_names = _names(rng, vocab, notes)
+    all_names = _names(rng, vocab, notes, corpus.name_words)
     rng.shuffle(all_names)
     by_label: dict[str, list[str]] = {}
     i = 0
     for (folder, label, _), count in zip(FOLDERS, counts, strict=True):
         for _ in range(count):
-            name = all_names[i] if folder != "Daily" else f"2026-{1 + i % 12:02d}-{1 + i % 28:02d} {i}"
+            # Daily notes are named by date (with a counter: many notes share a day) in the realistic corpus;
+            # the small-vocabulary corpus keeps every title to three of its words.
+            dated = folder == "Daily" and mode == "realistic"
+            name = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d} {i}" if dated else all_names[i]
             plan.append((folder, label, name))
             if label:
                 by_label.setdefault(label, []).append(name)
@@ -107,7 +136,7 @@ def generate_vault(root: Path, notes: int, seed: int = 0) -> list[Path]:
             front.append("relations:")
             front.append(f"  {rel}: [" + ", ".join(f'"[[{t}]]"' for t in targets) + "]")
         links = rng.sample(every, k=5)
-        text = "---\n" + "\n".join(front) + "\n---\n" + _body(rng, vocab, name, links)
+        text = "---\n" + "\n".join(front) + "\n---\n" + _body(rng, vocab, name, links, corpus.body_words)
         path = root / folder / f"{name}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -120,8 +149,9 @@ def main() -> None:
     parser.add_argument("root", type=Path)
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=MODES, default="realistic")
     args = parser.parse_args()
-    paths = generate_vault(args.root, args.notes, args.seed)
+    paths = generate_vault(args.root, args.notes, args.seed, args.mode)
     print(f"wrote {len(paths)} notes under {args.root}")
 
 
