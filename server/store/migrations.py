@@ -252,6 +252,38 @@ M007_NOTE_LINKS = """
         create index note_links_target on note_links(target);  -- stubs absorbed, nodes re-keyed
 """
 
+# The session brief (issue 14): where each MCP client's previous brief left off, so Claude Desktop and Cursor
+# each get their own "since" (`brief_sql`). `history_id` is the last `property_history` row a brief reported
+# (rowids grow with commit order, so a fact change is reported once); node changes are read by `updated_at`
+# from `briefed_at`, which lies a margin before the brief's read (a write stamps its time before it commits),
+# and `brief_seen` holds the (node, updated_at) pairs inside that margin that the brief already covered.
+# `clarifications` keeps the questions engrama_remember asked (a value that may replace or join the old one)
+# until a later remember of that key settles them, so a brief can remind the person.
+M008_BRIEF = """
+        create table brief_marks (
+            client text primary key,
+            briefed_at text not null,
+            history_id integer not null
+        );
+        create table brief_seen (
+            client text not null,
+            node_id text not null,
+            updated_at text not null,
+            primary key (client, node_id)
+        ) without rowid;
+        create index nodes_updated on nodes(updated_at);
+
+        create table clarifications (
+            node_id text not null references nodes(id) on delete cascade,
+            key text not null,
+            current text not null,              -- JSON of the value the entity had
+            proposed text not null,             -- JSON of the value engrama_remember was given
+            question text not null,
+            asked_at text not null,
+            primary key (node_id, key)
+        );
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -260,6 +292,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (5, "m005_outbox", M005_OUTBOX),
     (6, "m006_note_start", M006_NOTE_START),
     (7, "m007_note_links", M007_NOTE_LINKS),
+    (8, "m008_brief", M008_BRIEF),
 )
 
 
