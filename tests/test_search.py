@@ -263,7 +263,14 @@ async def test_the_part_read_aside_gives_the_same_ranking_as_reading_it_all_on_o
         match = weighted_match(question, names_, name_weight=2, prefix_min=5)
         assert match is not None
         plan = _Plan(
-            match, all_names_match(names_), query_tokens(question), None, NodeFilter(), 10, DEFAULT_TUNING
+            question,
+            match,
+            all_names_match(names_),
+            query_tokens(question),
+            None,
+            NodeFilter(),
+            10,
+            DEFAULT_TUNING,
         )
         aside = rt.store.read_aside(_aside_hits, match, None, NodeFilter(), DEFAULT_TUNING)
         parallel = view(await rt.store.read(_rank, plan, aside))

@@ -7,12 +7,17 @@ Signals, each scaled to 0..1 over this query's candidates (min-max) and then wei
   separate place that matches; see `passage_evidence`);
 - `vector`: the note's best passage by cosine similarity (hybrid mode only);
 - `names`: 1 when the note holds every name of the question (see names.py);
-- `graph`: how strongly a linked note matched (neighbours of the strongest hits);
+- `anchor`: the question holds the note's name or an alias (anchors.py);
+- `graph`: the share of a graph walk from the named entities and strongest hits the note receives (walk.py),
+  scaled so the note receiving most gets the full weight;
 - `recency`: confidence x 2^(-days since update / half-life).
 
 Min-max rather than reciprocal-rank fusion: on LoCoMo, RRF lost ~1 point of MRR between the two bm25 rankings
-and ~3 with the (weak) vector ranking; min-max lost none (docs/search.md). The weights below are the measured ones; the last two are small on purpose:
-they reorder near-ties (a linked note, a fresh confident memory) and never overturn a clear text match.
+and ~3 with the (weak) vector ranking; min-max lost none (docs/search.md). The text weights below are the measured ones. Graph and recency are small on purpose
+when the question names nothing: they reorder near-ties (a linked note, a fresh confident memory) and never
+overturn a clear text match. When the question names an entity, the notes linked to it are what it asks
+about: the walk then counts as much as the passage signal, so a linked note sharing no word with the
+question can reach the top (issue 13), and the named note itself gets the anchor signal.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ class Weights:
     passage: float = 0.5
     vector: float = 0.0
     names: float = 0.3
-    graph: float = 0.1
+    graph: float = 0.1  # the most linked-to note of a walk from the text hits alone (walk.py)
+    graph_anchored: float = 0.5  # the same when the question names an entity (anchors.py): see below
+    anchor: float = 0.5  # a note whose full name the question holds (times the name's strength)
     recency: float = 0.05
     half_life_days: float = 30.0
     graph_seeds: int = 5  # neighbours of this many top hits are boosted
@@ -146,22 +153,6 @@ def graph_seeds(found: Mapping[str, Candidate], weights: Weights) -> list[str]:
     ranked = sorted(found.values(), key=lambda c: -c.text_score)
     top = ranked[0].text_score
     return [c.node_id for c in ranked[: weights.graph_seeds] if top > 0 and c.text_score >= top / 2]
-
-
-def add_graph(
-    found: dict[str, Candidate], neighbours: Mapping[str, set[str]], allowed: set[str], weights: Weights
-) -> None:
-    """Boost (or bring in) the allowed neighbours of seed hits by the seed's share of the best text score."""
-    if not neighbours:
-        return
-    top = max(c.text_score for c in found.values())
-    for seed, linked in neighbours.items():
-        share = found[seed].text_score / top if seed in found and top > 0 else 0.0
-        for node_id in linked & allowed:
-            if node_id == seed:
-                continue
-            c = found.setdefault(node_id, Candidate(node_id))
-            c.signals["graph"] = max(c.signals.get("graph", 0.0), weights.graph * share)
 
 
 def recency(confidence: float, updated_at: str | None, now: datetime, half_life_days: float) -> float:

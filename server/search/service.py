@@ -27,11 +27,11 @@ from typing import Any
 from server.embeddings.base import Embedder, EmbeddingUnavailable
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
-from server.search import fusion, telling
+from server.search import anchors, distill, fusion, telling, walk
 from server.search.fts_query import query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
-from server.store import search_sql, vectors_sql
+from server.store import search_sql, vectors_sql, walk_sql
 from server.store.search_sql import NodeFilter, NodeRow
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 50
 MIN_LEADERS = 50  # candidates kept for the graph and recency step (at least 5 x limit)
 QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather than keep the person waiting
+DISTILL_WINDOW = 20  # results the distill step may reorder (at least twice the limit)
+WALK_LINKS = 2000  # links fetched per hop of the graph walk: a hub's thousands of backlinks are not all read
 MAX_EMBED_CHARS = 2000  # a question's meaning is in its first lines; long inputs would only slow the embedder
 
 
@@ -76,6 +78,7 @@ class Tuning:
     passage_candidates: int = 300
     note_candidates: int = 100
     vector_candidates: int = 100
+    distill: bool = True  # the top results chosen for coverage (distill.py)
 
 
 DEFAULT_TUNING = Tuning()
@@ -134,7 +137,7 @@ async def run_search(
         mode, reason = _mode_without_query(rt)
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
-    plan = _Plan(match, all_names_match(names), tokens, vector, where, limit, tuning)
+    plan = _Plan(query, match, all_names_match(names), tokens, vector, where, limit, tuning)
     aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
     ranked, vector_reason = await rt.store.read(_rank, plan, aside)
     if vector_reason is not None:
@@ -164,6 +167,7 @@ def _telling_words(conn: Any, counts: dict[str, int]) -> list[str]:
 class _Plan:
     """Everything the database-thread part of one search needs."""
 
+    query: str
     match: str
     names_match: str | None
     tokens: list[str]
@@ -182,10 +186,13 @@ def _rank(
     found, weights, reason = _gather_candidates(
         conn, plan.match, plan.names_match, plan.vector, plan.where, plan.tuning, aside
     )
-    # Graph and recency add at most `graph + recency` (0.15): only the text leaders can still reach the top.
-    leaders = sorted(found.values(), key=lambda c: -c.text_score)[: max(MIN_LEADERS, 5 * plan.limit)]
-    found = {c.node_id: c for c in leaders}
-    nodes = _add_graph(conn, found, plan.where, weights)
+    anchored = _anchor(conn, plan, found, weights)
+    # Graph and recency add little unless the question names a note: only the leaders can still reach the top.
+    leaders = sorted(found.values(), key=lambda c: -(c.text_score + c.signals.get("anchor", 0.0)))
+    found = {c.node_id: c for c in leaders[: max(MIN_LEADERS, 5 * plan.limit)]}
+    for node_id in anchored.named:
+        found.setdefault(node_id, anchored.candidates[node_id])
+    nodes = _expand(conn, found, anchored, plan.where, weights, plan.limit)
     if weights.recency > 0:
         now = datetime.now(UTC)
         for c in found.values():
@@ -193,9 +200,102 @@ def _rank(
                 c.signals["recency"] = weights.recency * fusion.recency(
                     row.confidence, row.updated_at, now, weights.half_life_days
                 )
-    top = [c for c in fusion.ranked(found) if c.node_id in nodes][: plan.limit]
-    snippets = _snippets(conn, plan.tokens, top)
-    return [(c, nodes[c.node_id], snippets.get(c.node_id, "")) for c in top], reason
+    ordered = [c for c in fusion.ranked(found) if c.node_id in nodes]
+    ordered = [c for c in ordered if c.node_id in anchored.exact] + [
+        c for c in ordered if c.node_id not in anchored.exact
+    ]
+    window = ordered[: max(DISTILL_WINDOW, 2 * plan.limit)]
+    texts = _snippets(conn, plan.tokens, window)
+    if plan.tuning.distill and len(window) > 2:
+        head = [c for c in window if c.node_id in anchored.exact]
+        rest = distill.diversify(
+            [c for c in window if c.node_id not in anchored.exact],
+            lambda c: c.score,
+            lambda c: c.node_id,
+            texts,
+        )
+        window = head + rest
+    top = window[: plan.limit]
+    return [(c, nodes[c.node_id], texts.get(c.node_id, "")) for c in top], reason
+
+
+@dataclass
+class _Anchored:
+    """What the anchor step found: notes whose full name the question holds (with their candidates), and the
+    ones whose title the whole question is."""
+
+    named: dict[str, float]  # node id -> strength (anchors.strength)
+    exact: set[str]
+    candidates: dict[str, Candidate]
+
+
+def _anchor(conn: Any, plan: _Plan, found: dict[str, Candidate], weights: Weights) -> _Anchored:
+    """Step 2: the notes the question names (anchors.py) get the anchor signal; the whole question as a title
+    marks its notes exact."""
+    wanted = anchors.phrases(plan.query)
+    lookups = list(wanted.runs)
+    if wanted.whole is not None:
+        lookups.append(wanted.whole)
+    named: dict[str, float] = {}
+    exact: set[str] = set()
+    for phrase, node_id in walk_sql.named_nodes(conn, lookups, plan.where):
+        if phrase == wanted.whole:
+            exact.add(node_id)
+        if phrase in wanted.runs:
+            named[node_id] = max(named.get(node_id, 0.0), anchors.strength(phrase, wanted.runs[phrase]))
+    candidates: dict[str, Candidate] = {}
+    for node_id, strength in named.items():
+        c = found.get(node_id) or Candidate(node_id)
+        c.signals["anchor"] = weights.anchor * strength
+        candidates[node_id] = c
+    return _Anchored(named, exact, candidates)
+
+
+def _expand(
+    conn: Any,
+    found: dict[str, Candidate],
+    anchored: _Anchored,
+    where: NodeFilter,
+    weights: Weights,
+    limit: int,
+) -> dict[str, NodeRow]:
+    """Step 3: a walk of the links around the named notes and the strongest hits (walk.py); the notes it
+    reaches get the graph signal, and the best reached ones join the candidates. Returns the allowed nodes
+    among all candidates."""
+    hits = fusion.graph_seeds(found, weights)
+    seeds: dict[str, float] = {}
+    if anchored.named:
+        total = sum(anchored.named.values())
+        for node_id, strength in anchored.named.items():
+            seeds[node_id] = 0.5 * strength / total
+    if hits:
+        total = sum(max(found[h].text_score, 1e-9) for h in hits)
+        share = 0.5 if anchored.named else 1.0
+        for node_id in hits:
+            seeds[node_id] = seeds.get(node_id, 0.0) + share * max(found[node_id].text_score, 1e-9) / total
+    links: list[tuple[str, str]] = []
+    if seeds:
+        links = walk_sql.open_links(conn, sorted(seeds), WALK_LINKS)
+        if anchored.named:
+            around = {
+                n for link in links for n in link if link[0] in anchored.named or link[1] in anchored.named
+            }
+            links += walk_sql.open_links(conn, sorted(around - seeds.keys()), WALK_LINKS)
+    inflow = walk.personalized_pagerank(links, seeds) if links else {}
+    reached = {node_id: value for node_id, value in inflow.items() if value > 0}
+    weight = weights.graph_anchored if anchored.named else weights.graph
+    joining = sorted(reached, key=lambda n: (-reached[n], n))[: max(MIN_LEADERS, 5 * limit)]
+    nodes = search_sql.node_rows(conn, sorted(found.keys() | set(joining)), where)
+    allowed = {n: v for n, v in reached.items() if n in nodes}
+    if allowed and weight > 0:
+        best = max(allowed.values())
+        for node_id in joining:
+            if node_id in nodes:
+                found.setdefault(node_id, Candidate(node_id))
+        for node_id, value in allowed.items():
+            if node_id in found:
+                found[node_id].signals["graph"] = weight * value / best
+    return nodes
 
 
 def _mode_without_query(rt: Runtime) -> tuple[str, str | None]:
@@ -312,18 +412,6 @@ def _aside_result(aside: Future[AsideHits]) -> AsideHits | None:
     except Exception as exc:  # e.g. the second connection could not open: this search does it all here
         log.warning("search's parallel read failed (%s); doing it on the main connection", exc)
         return None
-
-
-def _add_graph(
-    conn: Any, found: dict[str, Candidate], where: NodeFilter, weights: Weights
-) -> dict[str, NodeRow]:
-    """Step 2: boost neighbours of the strongest hits; returns the allowed nodes among all candidates."""
-    seeds = fusion.graph_seeds(found, weights)
-    neighbours = search_sql.neighbours_of(conn, seeds)
-    linked = set().union(*neighbours.values()) if neighbours else set()
-    nodes = search_sql.node_rows(conn, sorted(found.keys() | linked), where)
-    fusion.add_graph(found, neighbours, set(nodes), weights)
-    return nodes
 
 
 def _snippets(conn: Any, tokens: list[str], top: list[Candidate]) -> dict[str, str]:

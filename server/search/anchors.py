@@ -1,0 +1,80 @@
+"""Anchors: the entities a question names, found the way Obsidian resolves a link (issue 13 step 2, issue 15).
+
+"What is blocking Harbor Analytics?" is about the note called Harbor Analytics before it is about blocking. A
+note's name, file name and aliases are its link keys (casefolded, server/store/sync_sql.link_keys); every run of
+consecutive words of the question is looked up among them, so a name is found whatever its case and wherever
+it stands in the question. What is found:
+
+- `exact`: the whole question (less surrounding quotes, brackets and a final question mark) is a note's title,
+  name or alias. That note is what the person asked for: it comes first, whatever else shares its words;
+- `named`: the question holds a note's full name. That note gets the anchor signal (it ranks near the top) and
+  seeds the graph walk (walk.py), so the notes linked to it can rank even when they share no word with the
+  question.
+
+A name that is one ordinary word ("Research", "Home") is weak evidence that the question means that note: it
+counts when the person capitalised it inside the question (names.py reads capitals the same way) and at half
+strength otherwise. Names made only of stopwords or shorter than three letters never anchor.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from server.search.fts_query import STOPWORDS, word_matches
+
+MAX_PHRASE_WORDS = 8  # longer titles are rare, and a question holding one is matched by its words anyway
+MAX_QUESTION_WORDS = 64  # a pasted passage is searched by its words; its first lines may still name notes
+WEAK = 0.5  # strength of a one-word name the question did not capitalise
+
+_EDGES = " \t\r\n\"'“”‘’`[]()<>{}*_#?!.,;:"
+
+
+@dataclass(frozen=True)
+class Phrases:
+    """The lookups one question needs: the whole question as a title, and each run of words."""
+
+    whole: str | None
+    runs: dict[str, bool]  # casefolded phrase -> whether it is one word written with a capital mid-sentence
+
+
+def fold(text: str) -> str:
+    """A name as link keys store it: NFC, casefolded, inner whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFC", text).casefold().split())
+
+
+def phrases(question: str) -> Phrases:
+    """The whole question as a possible title, and every run of 1..MAX_PHRASE_WORDS consecutive words of its
+    first MAX_QUESTION_WORDS words, spelled as the question spells them (inner punctuation kept: "Q3 - plan")
+    and with single spaces between the words."""
+    text = unicodedata.normalize("NFC", question)
+    whole = fold(text.strip().strip(_EDGES).strip())
+    words = word_matches(text)[:MAX_QUESTION_WORDS]
+    runs: dict[str, bool] = {}
+    for i, first in enumerate(words):
+        for j in range(i, min(len(words), i + MAX_PHRASE_WORDS)):
+            last = words[j]
+            spelled = fold(text[first.start() : last.end()])
+            spaced = fold(" ".join(w.group() for w in words[i : j + 1]))
+            if not _can_anchor(spaced):
+                continue
+            capital = i == j and i > 0 and first.group()[0].isupper() and not _starts_sentence(text, first)
+            for phrase in {spelled, spaced}:
+                runs[phrase] = runs.get(phrase, False) or capital
+    return Phrases(whole if whole and _can_anchor(whole) else None, runs)
+
+
+def strength(phrase: str, capitalised: bool) -> float:
+    """How sure a found name makes us that the question means that note (see the module docstring)."""
+    return 1.0 if len(phrase.split()) > 1 or capitalised else WEAK
+
+
+def _can_anchor(phrase: str) -> bool:
+    words = phrase.split()
+    return len(phrase) >= 3 and any(w not in STOPWORDS for w in words)
+
+
+def _starts_sentence(text: str, match: re.Match[str]) -> bool:
+    before = text[: match.start()].rstrip()
+    return not before or before[-1] in ".!?…\n"

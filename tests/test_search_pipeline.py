@@ -1,0 +1,206 @@
+"""The search pipeline's steps on generated vaults (issue 13, issue 15): anchors and exact titles, the graph
+walk, and distill. Real temporary vaults synced into real SQLite files."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from server.runtime import Runtime, open_runtime
+from server.search import anchors, distill, walk
+from server.search.service import search
+from server.settings import Settings
+
+
+def write(vault: Path, rel: str, text: str) -> None:
+    path = vault / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+async def runtime(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        yield rt
+
+
+async def top_names(rt: Runtime, query: str, **kw) -> list[str]:
+    return [h.name for h in (await search(rt, query, **kw)).results]
+
+
+# --- anchors ---------------------------------------------------------------------------------------------
+
+
+def test_phrases_hold_every_run_of_words_and_the_whole_question() -> None:
+    found = anchors.phrases("What is blocking Harbor Analytics?")
+    assert found.whole == "what is blocking harbor analytics"
+    assert {"harbor analytics", "harbor", "analytics", "blocking harbor analytics"} <= found.runs.keys()
+    assert found.runs["harbor"] is True and found.runs["blocking"] is False  # capitalised mid-sentence
+    assert "what is" not in found.runs  # stopwords only never anchor
+    assert anchors.phrases("  [[Q3 - plan]]  ").whole == "q3 - plan"
+    assert "q3 - plan" in anchors.phrases("notes on the Q3 - plan").runs
+
+
+def test_a_one_word_name_counts_fully_only_when_capitalised() -> None:
+    assert anchors.strength("harbor analytics", False) == 1.0
+    assert anchors.strength("research", True) == 1.0
+    assert anchors.strength("research", False) == anchors.WEAK
+
+
+async def test_the_exact_title_comes_first_whatever_shares_its_words(runtime: Runtime, vault: Path) -> None:
+    write(vault, "Notes/Sync conflicts.md", "Short note.\n")
+    for i in range(12):
+        write(
+            vault,
+            f"Notes/Other {i}.md",
+            "Sync conflicts sync conflicts: mobile sync conflicts again, conflicts in every sync.\n" * 3,
+        )
+    await runtime.require_sync().sync_vault()
+    assert (await top_names(runtime, "sync conflicts"))[0] == "Sync conflicts"
+    assert (await top_names(runtime, "SYNC CONFLICTS?"))[0] == "Sync conflicts"
+    assert (await top_names(runtime, "[[Sync conflicts]]"))[0] == "Sync conflicts"
+
+
+async def test_an_alias_is_a_title_too(runtime: Runtime, vault: Path) -> None:
+    write(vault, "People/Maya Lindqvist.md", "---\naliases: [ML, Maya L]\n---\nWorks on the import.\n")
+    for i in range(6):
+        write(vault, f"Notes/Maya {i}.md", "Maya said Maya L was the name on the Maya import ticket.\n")
+    await runtime.require_sync().sync_vault()
+    assert (await top_names(runtime, "maya l"))[0] == "Maya Lindqvist"
+
+
+async def test_a_question_holding_a_full_name_ranks_that_note_near_the_top(
+    runtime: Runtime, vault: Path
+) -> None:
+    write(vault, "Projects/Harbor Analytics.md", "Dashboards for the port authority.\n")
+    for i in range(10):
+        write(vault, f"Log/Day {i}.md", f"Blocking issue {i}: the blocking migration is blocking the release.\n")
+    await runtime.require_sync().sync_vault()
+    hits = (await search(runtime, "what is blocking Harbor Analytics?", explain=True)).results
+    assert "Harbor Analytics" in [h.name for h in hits[:3]]
+    named = next(h for h in hits if h.name == "Harbor Analytics")
+    assert named.signals is not None and named.signals.get("anchor", 0) > 0
+
+
+# --- exact titles at scale (issue 15: 10,000 notes whose names share words) --------------------------------
+
+VOCAB = (
+    "amber basin cedar delta ember fjord granite harbor iris juniper kestrel lumen meadow nectar orchard pine "
+    "quartz raven sierra tundra umber valley willow yarrow zephyr"
+).split()
+
+
+@pytest.fixture(scope="module")
+def big_vault(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """10,000 notes titled by three words of a 25-word vocabulary, bodies drawn from the same words and
+    linking five others: every word of every title is in thousands of notes."""
+    rng = random.Random(1513)
+    root = tmp_path_factory.mktemp("big") / "vault"
+    titles: list[str] = []
+    seen: set[str] = set()
+    while len(titles) < 10_000:
+        title = " ".join(rng.sample(VOCAB, 3)).capitalize()
+        if title.casefold() not in seen:
+            seen.add(title.casefold())
+            titles.append(title)
+    for i, title in enumerate(titles):
+        words = " ".join(rng.choice(VOCAB) for _ in range(40))
+        links = " ".join(f"[[{titles[rng.randrange(len(titles))]}]]" for _ in range(5))
+        write(root, f"n{i // 1000}/{title}.md", f"{words}\n{links}\n")
+    return root, titles
+
+
+async def test_every_exact_title_is_first_among_ten_thousand_notes_sharing_its_words(
+    big_vault: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    root, titles = big_vault
+    async with open_runtime(Settings(vault=root, db_path=tmp_path / "big.db", watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        rng = random.Random(7)
+        for title in rng.sample(titles, 10):
+            for asked in (title, title.lower(), title.upper()):
+                assert (await top_names(rt, asked, limit=5))[0] == title, asked
+
+
+# --- the graph walk ------------------------------------------------------------------------------------------
+
+
+def test_the_walk_favours_a_note_linked_from_several_seeds() -> None:
+    inflow = walk.personalized_pagerank([("a", "x"), ("b", "x"), ("b", "y")], {"a": 1, "b": 1})
+    assert inflow["x"] > inflow["y"] > 0
+    assert walk.personalized_pagerank([], {"a": 1}) == {}
+    assert walk.personalized_pagerank([("a", "b")], {}) == {}
+
+
+def test_a_hub_spreads_its_mass_thin() -> None:
+    links = [("seed", "hub"), ("seed", "direct")] + [("hub", f"leaf{i}") for i in range(50)]
+    inflow = walk.personalized_pagerank(links, {"seed": 1})
+    assert inflow["direct"] > 10 * inflow["leaf0"]
+
+
+async def test_a_note_linked_to_the_named_entity_ranks_though_it_shares_no_word(
+    runtime: Runtime, vault: Path
+) -> None:
+    """The only way to the answer is the graph: the person notes share no word with the question, and ten
+    notes do share its words."""
+    write(vault, "Projects/Zephyr.md", "An internal tool.\n")
+    write(vault, "People/Ingrid Solberg.md", "Backend engineer. See [[Zephyr]].\n")
+    write(vault, "People/Tomas Berg.md", "Designer on [[Zephyr]], likes sketching.\n")
+    write(vault, "People/Unrelated.md", "Accountant, lunch on fridays.\n")
+    for i in range(10):
+        write(vault, f"Log/Team {i}.md", f"Who works on what: team rota {i}, works every week on the rota.\n")
+    await runtime.require_sync().sync_vault()
+    hits = (await search(runtime, "who works on Zephyr?", explain=True)).results
+    names = [h.name for h in hits[:5]]
+    assert {"Ingrid Solberg", "Tomas Berg"} <= set(names)
+    assert "Unrelated" not in names
+    person = next(h for h in hits if h.name == "Ingrid Solberg")
+    assert person.signals is not None and person.signals.get("graph", 0) > 0
+    assert not {"note", "passage"} & {k for k, v in person.signals.items() if v > 0}
+
+
+async def test_two_links_away_is_reached_through_the_named_entity(runtime: Runtime, vault: Path) -> None:
+    write(vault, "Projects/Zephyr.md", "Tool. Owned by [[Platform team]].\n")
+    write(vault, "Teams/Platform team.md", "Group note.\n")
+    write(vault, "People/Ingrid Solberg.md", "Lead of [[Platform team]].\n")
+    for i in range(10):
+        write(vault, f"Log/Lead {i}.md", f"Who leads the standup {i}? The standup lead changes.\n")
+    await runtime.require_sync().sync_vault()
+    names = await top_names(runtime, "who leads Zephyr?")
+    assert "Ingrid Solberg" in names[:5]
+
+
+# --- distill -------------------------------------------------------------------------------------------------
+
+
+def test_mmr_puts_a_different_note_before_a_near_copy_of_the_first() -> None:
+    texts = {
+        "a": "visited doctor smith about the knee pain on monday",
+        "a2": "visited doctor smith about the knee pain on monday again",
+        "b": "the dermatologist doctor jones checked the rash",
+    }
+    scores = {"a": 1.0, "a2": 0.95, "b": 0.8}
+    order = distill.diversify(["a", "a2", "b"], scores.__getitem__, str, texts)
+    assert order == ["a", "b", "a2"]
+    # Without redundancy, relevance decides.
+    texts2 = {"a": "knee pain", "a2": "garden tomatoes", "b": "tax return"}
+    assert distill.diversify(["a", "a2", "b"], scores.__getitem__, str, texts2) == ["a", "a2", "b"]
+
+
+async def test_evidence_spread_over_three_notes_fills_the_top_five_before_copies(
+    runtime: Runtime, vault: Path
+) -> None:
+    strong = "Doctor visit: Dr. Okafor checked my knee, the knee doctor said rest the knee, knee doctor again.\n"
+    for i in range(4):  # the same strong log pasted into four notes
+        write(vault, f"Chats/Copy {i}.md", strong)
+    write(vault, "Chats/Dentist.md", "Saw the dentist, Dr. Haas, about a cracked molar. Another doctor.\n")
+    write(vault, "Chats/Skin.md", "The dermatologist, a doctor named Lee, looked at the rash on my arm.\n")
+    for i in range(8):
+        write(vault, f"Chats/Filler {i}.md", f"Cooking pasta and a walk in the park, day {i}.\n")
+    await runtime.require_sync().sync_vault()
+    names = await top_names(runtime, "which doctors did I visit?", limit=5)
+    assert {"Dentist", "Skin"} <= set(names)
+    assert len([n for n in names if n.startswith("Copy")]) <= 3
