@@ -59,6 +59,7 @@ class Candidate:
     signals: dict[str, float] = field(default_factory=dict)
     chunk_id: int | None = None
     chunk_score: float = -1.0
+    step: str = ""  # which step of the search placed it where it is (explain)
 
     @property
     def text_score(self) -> float:
@@ -181,6 +182,27 @@ def best_by_overlap(tokens: list[str], passages: list[tuple[int, str, str]]) -> 
         if node_id not in best or overlap > best[node_id][0]:
             best[node_id] = (overlap, text)
     return {node_id: text for node_id, (_, text) in best.items()}
+
+
+STEP_OF_SIGNAL = {
+    "note": "text",
+    "passage": "text",
+    "names": "text",
+    "vector": "semantic",
+    "anchor": "anchor",
+    "graph": "graph",
+    "time": "time",
+    "recency": "recency",
+}
+
+
+def main_step(c: Candidate) -> str:
+    """The step whose signals count most in `c`'s score: text, semantic, anchor, graph, time or recency."""
+    totals: dict[str, float] = {}
+    for name, value in c.signals.items():
+        step = STEP_OF_SIGNAL.get(name, name)
+        totals[step] = totals.get(step, 0.0) + value
+    return max(sorted(totals), key=lambda s: totals[s]) if totals else "text"
 
 
 def ranked(found: Mapping[str, Candidate]) -> list[Candidate]:

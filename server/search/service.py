@@ -57,6 +57,7 @@ class SearchHit:
     updated_at: str | None
     confidence: float | None
     signals: dict[str, float] | None = None
+    step: str | None = None  # explain: which step placed it (exact title, text, semantic, anchor, graph, ...)
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,30 @@ async def search(
     include_archived: bool = False,
     as_of: str | None = None,
     explain: bool = False,
+    reference_time: str | None = None,
 ) -> SearchResponse:
     """The nodes best matching `query`, best first. Never raises on the query's content; a bad `as_of`
     raises ValueError naming the expected format. `limit` is clamped to 1..50."""
     where = NodeFilter(label=label, include_archived=include_archived, as_of=normalize_as_of(as_of))
-    return await run_search(rt, query, where, max(1, min(MAX_LIMIT, int(limit))), explain, DEFAULT_TUNING)
+    reference = parse_reference_time(reference_time)
+    clamped = max(1, min(MAX_LIMIT, int(limit)))
+    return await run_search(rt, query, where, clamped, explain, DEFAULT_TUNING, reference=reference)
+
+
+def parse_reference_time(text: str | None) -> datetime:
+    """When the question is asked ("last Saturday" counts back from it): an ISO date or date-time; now when
+    not given. A date-time without a zone is taken as the person's local time, as they would write it."""
+    if text is None or not text.strip():
+        return datetime.now().astimezone()
+    value = text.strip()
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"reference_time must be an ISO date such as 2025-03-01 or a date-time such as "
+            f"2025-03-01T18:30:00, not {text!r}"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
 
 
 def normalize_as_of(as_of: str | None) -> str | None:
@@ -120,7 +140,14 @@ def normalize_as_of(as_of: str | None) -> str | None:
 
 
 async def run_search(
-    rt: Runtime, query: str, where: NodeFilter, limit: int, explain: bool, tuning: Tuning
+    rt: Runtime,
+    query: str,
+    where: NodeFilter,
+    limit: int,
+    explain: bool,
+    tuning: Tuning,
+    *,
+    reference: datetime | None = None,
 ) -> SearchResponse:
     """`search` with explicit tuning (the benchmark's entry point; the tool goes through `search`)."""
     tokens, repeats = await _query_words(rt, query)
@@ -206,6 +233,7 @@ def _rank(
     ]
     window = ordered[: max(DISTILL_WINDOW, 2 * plan.limit)]
     texts = _snippets(conn, plan.tokens, window)
+    by_score = {c.node_id: i for i, c in enumerate(window)}
     if plan.tuning.distill and len(window) > 2:
         head = [c for c in window if c.node_id in anchored.exact]
         rest = distill.diversify(
@@ -216,6 +244,13 @@ def _rank(
         )
         window = head + rest
     top = window[: plan.limit]
+    for i, c in enumerate(top):
+        if c.node_id in anchored.exact:
+            c.step = "exact title"
+        elif by_score[c.node_id] > i:
+            c.step = f"distill (from {by_score[c.node_id] + 1} to {i + 1})"
+        else:
+            c.step = fusion.main_step(c)
     return [(c, nodes[c.node_id], texts.get(c.node_id, "")) for c in top], reason
 
 
@@ -435,4 +470,5 @@ def _hit(c: Candidate, row: NodeRow, snippet: str, explain: bool) -> SearchHit:
         updated_at=row.updated_at,
         confidence=row.confidence,
         signals={k: round(v, 4) for k, v in sorted(c.signals.items())} if explain else None,
+        step=c.step if explain else None,
     )

@@ -27,6 +27,8 @@ class SearchHit(BaseModel):
     snippet: str = Field(description="the best-matching passage")
     updated_at: str | None = None
     confidence: float | None = Field(None, description="1.0 = fresh; lower = not confirmed for a while")
+    step: str | None = Field(None, description="explain: the step that placed it")
+    signals: dict[str, float] | None = Field(None, description="explain: each signal's share of the score")
 
 
 class PendingInsight(BaseModel):
@@ -66,6 +68,13 @@ def register(mcp: MCPServer) -> None:
         label: Annotated[str | None, Field(description="only entities with this label, e.g. Project")] = None,
         include_archived: Annotated[bool, Field(description="also notes that were deleted")] = False,
         as_of: Annotated[str | None, Field(description="ISO date: what was known on that day")] = None,
+        reference_time: Annotated[
+            str | None,
+            Field(
+                description='when the question is asked, ISO; "last week" counts back from it (default now)'
+            ),
+        ] = None,
+        explain: Annotated[bool, Field(description="say per result which step placed it, and why")] = False,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the person's long-term memory (their Obsidian vault) by meaning and keywords. Call it
         before answering anything about their projects, people, decisions or past work, and before
@@ -86,6 +95,8 @@ def register(mcp: MCPServer) -> None:
                 label=optional_label(rt.profile, label, for_writing=False),
                 include_archived=include_archived,
                 as_of=as_of,
+                explain=explain,
+                reference_time=reference_time,
             )
             hits = [SearchHit.model_validate(r, from_attributes=True) for r in response.results]
             pending = await reflect_hooks.pending_insights_for(rt, [h.id for h in hits])
