@@ -1,0 +1,323 @@
+"""What the retrieval benchmarks share: the product's search path, a plain-bm25 baseline, reporting, saved runs.
+
+- `open_product` opens a temporary vault as the product would (real VaultSync into a real SQLite file, settle 0,
+  the embedder chosen through `Settings`), `ask` asks one question through `server.search.service.search`.
+  With an embedder, nothing is embedded up front unless `backfill` is asked for: the product embeds what a
+  query needs when it needs it, and a whole vault would take minutes with a transformer model on two cores.
+- `PlainBM25` is the baseline of shared/FACTS.md, written here so that it never moves with the product: FTS5
+  with the `porter unicode61` tokenizer over whole notes (title and body), the question's words quoted and
+  OR-ed with stopwords dropped, ranked by bm25. It runs in the same process on the same notes.
+- `Outcome` is one question answered by one row; `print_rows` prints the per-group table, the paired
+  better/worse/same counts against the baseline and the latency; `save_run` / `compare_runs` keep runs so
+  two of them can be compared question by question.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlean
+
+from server.embeddings import INSTALL_HINT, local_available, make_embedder
+from server.embeddings.worker import attach_embedder, embed_pending, prepare_vector_table
+from server.runtime import Runtime, open_runtime
+from server.search.service import DEFAULT_TUNING, Tuning, run_search, search
+from server.settings import Settings
+from server.store.search_sql import NodeFilter
+
+BASELINE = "bm25"
+K = 10  # results asked for: every metric here looks at the top 10 at most
+W = 12  # width of a table column (paired counts such as 114/48/598 must fit)
+
+# --- the plain-bm25 baseline ---------------------------------------------------------------------------
+
+# Function words, auxiliaries and question words: what a question carries that says nothing about its answer.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren as at be because been before being below
+    between both but by can cannot could couldn did didn do does doesn doing don down during each few for from
+    further had hadn has hasn have haven having he her here hers herself him himself his how i if in into is
+    isn it its itself just ll me might more most must mustn my myself no nor not now of off on once only or
+    other ought our ours ourselves out over own re s same shall shan she should shouldn so some such t than
+    that the their theirs them themselves then there these they this those through to too under until up us
+    ve very was wasn we were weren what when where which while who whom whose why will with won would wouldn
+    you your yours yourself yourselves d m o y
+    """.split()
+)
+_WORD = re.compile(r"[^\W_]+")
+
+
+def plain_match(question: str) -> str | None:
+    """The question as an FTS5 expression: its words, lower-cased, stopwords dropped, quoted and OR-ed."""
+    words = dict.fromkeys(w for w in _WORD.findall(question.lower()) if w not in STOPWORDS)
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+class PlainBM25:
+    """An in-memory FTS5 table of whole notes: `add` them, then `search`."""
+
+    def __init__(self) -> None:
+        # sqlean, as the product: its SQLite always has FTS5 (no type stubs, hence the ignore).
+        self._db = sqlean.connect(":memory:")  # pyright: ignore[reportAttributeAccessIssue]
+        self._db.execute(
+            "CREATE VIRTUAL TABLE notes USING fts5(key UNINDEXED, title, body, tokenize='porter unicode61')"
+        )
+
+    def add(self, key: str, title: str, body: str) -> None:
+        self._db.execute("INSERT INTO notes VALUES (?, ?, ?)", (key, title, body))
+
+    def search(self, question: str, k: int = K) -> list[str]:
+        match = plain_match(question)
+        if match is None:
+            return []
+        sql = "SELECT key FROM notes WHERE notes MATCH ? ORDER BY bm25(notes) LIMIT ?"
+        return [row[0] for row in self._db.execute(sql, (match, k))]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def timed_bm25(index: PlainBM25, question: str) -> tuple[list[str], float]:
+    started = time.perf_counter()
+    keys = index.search(question)
+    return keys, time.perf_counter() - started
+
+
+# --- the product ---------------------------------------------------------------------------------------
+
+
+def skip_reason(provider: str) -> str | None:
+    """Why a row cannot run here (None: it can)."""
+    if provider == "local" and not local_available():
+        return f"embedder=local skipped: {INSTALL_HINT}"
+    return None
+
+
+@dataclass(frozen=True)
+class Product:
+    rt: Runtime
+    sync_seconds: float
+    embedded: int = 0  # passages embedded up front (only with backfill)
+    embed_seconds: float = 0.0
+
+    def describe(self) -> str:
+        text = f"sync {self.sync_seconds:.1f}s"
+        if self.embedded:
+            text += f", {self.embedded} passages embedded in {self.embed_seconds:.1f}s"
+        return text
+
+
+@asynccontextmanager
+async def open_product(
+    vault: Path, db: Path, provider: str, *, dimensions: int | None = None, backfill: bool = False
+) -> AsyncIterator[Product]:
+    """The product over `vault`: synced into `db` (settle 0: ids are written at once), with the embedder
+    `provider` selects through Settings attached for queries, and every passage embedded first only when
+    `backfill` is asked. Raises EmbeddingUnavailable when the embedder cannot run."""
+    settings = Settings(
+        vault=vault,
+        db_path=db,
+        embedding_provider=provider,
+        embedding_dimensions=dimensions,
+        watch=False,
+        settle=0,
+    )
+    async with open_runtime(settings) as rt:
+        started = time.perf_counter()
+        await rt.require_sync().sync_vault()
+        sync_seconds = time.perf_counter() - started
+        embedded, embed_seconds = 0, 0.0
+        embedder = make_embedder(
+            settings.embedding_provider,
+            settings.embedding_model,
+            settings.embedding_dimensions,
+            settings.openai_base_url,
+            settings.openai_api_key,
+        )
+        try:
+            if embedder is not None:
+                await prepare_vector_table(rt, embedder)  # loads the model outside any timed search
+                if backfill:
+                    started = time.perf_counter()
+                    embedded = await embed_pending(rt, embedder)
+                    embed_seconds = time.perf_counter() - started
+                await attach_embedder(rt, embedder)
+            yield Product(rt, sync_seconds, embedded, embed_seconds)
+        finally:
+            if embedder is not None:
+                await embedder.aclose()
+
+
+@dataclass(frozen=True)
+class Answer:
+    paths: list[str]
+    snippets: list[str]
+    seconds: float
+    mode: str
+
+
+async def ask(
+    product: Product, question: str, *, reference_time: str | None = None, tuning: Tuning | None = None
+) -> Answer:
+    """One question through the product's search, top K. `tuning` (ablations) goes through `run_search`."""
+    started = time.perf_counter()
+    if tuning is None or tuning == DEFAULT_TUNING:
+        response = await search(product.rt, question, limit=K, **reference_kwargs(reference_time))
+    else:
+        response = await run_search(product.rt, question, NodeFilter(), K, False, tuning)
+    seconds = time.perf_counter() - started
+    mode = response.search_mode + (f" ({response.degraded_reason})" if response.degraded_reason else "")
+    hits = response.results
+    return Answer([h.path or "" for h in hits], [h.snippet for h in hits], seconds, mode)
+
+
+def reference_kwargs(reference_time: str | None) -> dict[str, Any]:
+    """THE ONE PLACE the question's reference time reaches search (LongMemEval's `question_date`, as an ISO
+    date-time). `search` has no such parameter yet; when it has, return it here under that parameter's name."""
+    del reference_time
+    return {}
+
+
+# --- outcomes and metrics ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One question answered by one row: its metric values, the rank (1-based, within the top K) of each
+    evidence item or None, the top K result ids, and the search's time."""
+
+    qid: str
+    group: str
+    metrics: dict[str, float]
+    ranks: dict[str, int | None]
+    top: list[str]
+    seconds: float
+
+
+def ranks_of(evidence: Iterable[str], ranked: Sequence[str]) -> dict[str, int | None]:
+    """Each evidence id's first position (1-based) in `ranked`, or None when it is not there."""
+    first: dict[str, int] = {}
+    for i, key in enumerate(ranked, 1):
+        first.setdefault(key, i)
+    return {e: first.get(e) for e in sorted(set(evidence))}
+
+
+def found_within(ranks: dict[str, int | None], k: int) -> int:
+    return sum(1 for r in ranks.values() if r is not None and r <= k)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# --- reporting -----------------------------------------------------------------------------------------
+
+
+def paired(a: list[Outcome], b: list[Outcome], metric: str) -> tuple[int, int, int]:
+    """Questions where `a` scores better, worse, the same as `b` on `metric` (matched by question id;
+    questions without the metric in either are left out)."""
+    theirs = {o.qid: o.metrics[metric] for o in b if metric in o.metrics}
+    better = worse = same = 0
+    for o in a:
+        if o.qid not in theirs or metric not in o.metrics:
+            continue
+        diff = o.metrics[metric] - theirs[o.qid]
+        if abs(diff) < 1e-9:
+            same += 1
+        elif diff > 0:
+            better += 1
+        else:
+            worse += 1
+    return better, worse, same
+
+
+def _mean(outcomes: list[Outcome], metric: str) -> str:
+    values = [o.metrics[metric] for o in outcomes if metric in o.metrics]
+    return f"{statistics.fmean(values):>{W}.3f}" if values else f"{'-':>{W}}"
+
+
+def _counts(a: list[Outcome], b: list[Outcome], metric: str) -> str:
+    counts = paired(a, b, metric)
+    return f"{'/'.join(map(str, counts)) if any(counts) else '-':>{W}}"
+
+
+def print_rows(
+    rows: dict[str, list[Outcome]], groups: Sequence[str], metrics: Sequence[tuple[str, str]]
+) -> None:
+    """One compact table: per group (then all) a line per row with the mean of each metric ("-": the row
+    has no such metric); the paired better/worse/same counts of each row against the baseline; each row's
+    search latency (median, p95)."""
+    width = max(8, *(len(label) + 1 for label in rows))
+    lead = 33
+    print(f"  {'group':<{lead - 4}}{'n':>4}  {'row':<{width}}" + "".join(f"{t:>{W}}" for _, t in metrics))
+    for group in ("all", *groups):
+        first = True
+        for label, outcomes in rows.items():
+            chosen = [o for o in outcomes if group == "all" or o.group == group]
+            if not chosen:
+                continue
+            name = f"{group:<{lead - 4}}{len(chosen):>4}" if first else " " * lead
+            print(f"  {name}  {label:<{width}}" + "".join(_mean(chosen, m) for m, _ in metrics))
+            first = False
+    base = rows.get(BASELINE)
+    others = [label for label in rows if label != BASELINE]
+    if base is not None and others:
+        print(f"  {'paired against ' + BASELINE + ' (better/worse/same)':<{lead}}")
+        for label in others:
+            counts = "".join(_counts(rows[label], base, m) for m, _ in metrics)
+            print(f"  {'':<{lead}}  {label:<{width}}{counts}")
+    for label, outcomes in rows.items():
+        if outcomes:
+            seconds = [o.seconds for o in outcomes]
+            print(
+                f"  latency {label:<{width}} median {statistics.median(seconds) * 1000:6.1f} ms, "
+                f"p95 {percentile(seconds, 0.95) * 1000:6.1f} ms"
+            )
+
+
+def save_run(path: Path, bench: str, meta: dict[str, Any], rows: dict[str, list[Outcome]]) -> None:
+    data = {"bench": bench, "meta": meta, "rows": {k: [asdict(o) for o in v] for k, v in rows.items()}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def load_run(path: Path) -> tuple[dict[str, Any], dict[str, list[Outcome]]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = {k: [Outcome(**o) for o in v] for k, v in data["rows"].items()}
+    return data, rows
+
+
+def compare_runs(a_path: Path, b_path: Path, row: str | None = None) -> None:
+    """Print, for one row present in both saved runs (the first product row unless `row` names one), the
+    paired better/worse/same counts of run B against run A per metric, and every question that changed."""
+    a_data, a_rows = load_run(a_path)
+    b_data, b_rows = load_run(b_path)
+    shared = [k for k in b_rows if k in a_rows]
+    if row is None:
+        row = next((k for k in shared if k != BASELINE), shared[0] if shared else None)
+    if row is None or row not in shared:
+        raise SystemExit(f"no row {row!r} in both runs; they have {sorted(a_rows)} and {sorted(b_rows)}")
+    a, b = a_rows[row], b_rows[row]
+    metrics = list(a[0].metrics) if a else []
+    print(f"{b_path} against {a_path}, row {row!r} ({a_data['bench']}): questions better/worse/same")
+    for m in metrics:
+        better, worse, same = paired(b, a, m)
+        mean_a = statistics.fmean(o.metrics[m] for o in a)
+        mean_b = statistics.fmean(o.metrics[m] for o in b)
+        print(
+            f"  {m:<14}{better:>5} better{worse:>5} worse{same:>6} same   mean {mean_a:.3f} -> {mean_b:.3f}"
+        )
+    before = {o.qid: o for o in a}
+    changed = [(before[o.qid], o) for o in b if o.qid in before and before[o.qid].metrics != o.metrics]
+    print(f"  {len(changed)} question(s) changed (evidence ranks A -> B):")
+    for old, new in changed:
+        ranks = ", ".join(f"{e}: {old.ranks.get(e)} -> {new.ranks.get(e)}" for e in sorted(new.ranks))
+        print(f"    {new.qid:<16}{new.group:<27}{ranks}")
