@@ -15,6 +15,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from mcp.server.mcpserver import MCPServer
 
 from server import __version__
+from server.prompts import register_prompts
 from server.runtime import open_runtime
 from server.settings import Settings
 from server.signals import SignalStop
@@ -69,6 +70,7 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
         log_level=settings.log_level if settings.log_level in _LEVELS else "INFO",  # type: ignore[arg-type]
     )
     register_tools(server)
+    register_prompts(server)
     return server
 
 

@@ -13,7 +13,8 @@ from server.services.entities import PlannedRelation, RelationSpec, plan_relatio
 from server.services.errors import ServiceError
 from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_properties
-from server.store import memory_sql
+from server.store import brief_sql, memory_sql
+from server.store.clock import utc_now
 
 MAX_OBSERVATION_CHARS = 20_000
 MAX_RELATIONS = 50
@@ -70,6 +71,7 @@ async def remember(
     plan = plan_properties(target.name if target else name, current, props, choice)
     why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
     written, revival = await write_reviving(rt, label, name, plan.write, observation, planned, target, why)
+    await _keep_questions(rt, written.id, plan, props)
     await reflect_hooks.note_remembered(rt)
     return Remembered(
         id=written.id,
@@ -101,6 +103,15 @@ def _message(
     for ask in plan.clarifications:
         parts.append(f"{ask.key} was NOT changed: {ask.question}")
     return "; ".join(parts)
+
+
+async def _keep_questions(rt: Runtime, node_id: str, plan: PropertyPlan, props: Mapping[str, Any]) -> None:
+    """Keep the clarifications asked until the person decides (the session brief reminds them); a later
+    remember of the same key settles its question."""
+    asked = [(c.key, c.current, c.proposed, c.question) for c in plan.clarifications]
+    settled = [key for key in props if key not in {c.key for c in plan.clarifications}]
+    if asked or settled:
+        await rt.store.write(brief_sql.record_clarifications, node_id, asked, settled, utc_now())
 
 
 def vectors_enabled(rt: Runtime) -> bool:

@@ -1,0 +1,86 @@
+"""`engrama-vault brief`: the session brief on stdout, for clients' session-start hooks and for scripts.
+
+Claude Code, for one, runs a command when a session starts and adds what it prints to the conversation:
+`engrama-vault brief --vault PATH --client claude-code` there gives the assistant the brief before the first
+message. Before reading, it catches the graph up with notes changed while no server was running (reading
+them only: it never writes into a note); `--no-sync` skips that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+
+from server.commands.common import CommandError, add_common_options, settings_from
+from server.runtime import open_runtime
+from server.services.brief import DEFAULT_BUDGET, Brief, record_brief, render_brief
+
+log = logging.getLogger(__name__)
+MIN_BUDGET, MAX_BUDGET = 200, 20_000
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "brief",
+        help="print the session brief: what changed, active work, what waits for a decision",
+        description="Print the session brief as Markdown: what changed in the vault since this client's "
+        "previous brief, active projects and their open problems, decisions and insights waiting, and the "
+        "notes related to --cues. Each client (--client) has its own 'since'.",
+    )
+    add_common_options(parser)
+    parser.add_argument("--cues", metavar="TEXT", help="what you are about to do, to find related notes")
+    parser.add_argument("--project", metavar="NAME", help="a project (or any entity) to focus on")
+    parser.add_argument(
+        "--budget",
+        metavar="N",
+        type=int,
+        default=DEFAULT_BUDGET,
+        help=f"token budget (default {DEFAULT_BUDGET})",
+    )
+    parser.add_argument(
+        "--client", metavar="NAME", default="cli", help="whose 'since' to use and move (default: cli)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the brief as JSON (sections and items)")
+    parser.add_argument(
+        "--no-sync", action="store_true", help="do not catch up with notes changed while no server ran"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not MIN_BUDGET <= args.budget <= MAX_BUDGET:
+        raise CommandError(
+            f"--budget must be between {MIN_BUDGET} and {MAX_BUDGET} tokens, not {args.budget}"
+        )
+    settings = settings_from(args, watch=False)
+
+    async def go() -> Brief:
+        async with open_runtime(settings, writable=False) as rt:
+            if rt.sync is not None and not args.no_sync:
+                report = await rt.sync.sync_vault()
+                if report.errors:
+                    log.warning(
+                        "%d note(s) could not be read; `engrama-vault sync` names them", len(report.errors)
+                    )
+            brief = await render_brief(
+                rt,
+                client=args.client.strip() or None,
+                cues=args.cues,
+                project=args.project,
+                budget_tokens=args.budget,
+            )
+            text = (
+                json.dumps(brief.to_json(), ensure_ascii=False, indent=2) + "\n"
+                if args.json
+                else brief.markdown
+            )
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            await record_brief(rt, brief)  # only once it was printed
+            return brief
+
+    asyncio.run(go())
+    return 0

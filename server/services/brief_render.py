@@ -1,0 +1,127 @@
+"""The brief as Markdown within a token budget: wikilinks, token estimates, and cutting from the least important.
+
+Token estimate (`estimate_tokens`): ASCII characters / `CHARS_PER_TOKEN` + non-ASCII UTF-8 bytes / 2, rounded
+up. The only tokenizer this package ships is MiniLM's WordPiece (server/embeddings/minilm/tokenizer.json, with
+the [local] extra); measured with it, briefs of the example vault run at 2.9-3.2 characters per token, briefs of
+a generated 10,000-note vault (made-up words: the worst case) at 2.5-2.7, whole notes at 2.4-3.3 and one
+engrama_id line at 1.3. Chat models' byte-pair tokenizers have larger vocabularies and spend fewer tokens on
+English, so 2.2 characters per token bounds every text measured with margin, and a non-ASCII character counts
+as one token per two UTF-8 bytes (accented letters one, CJK 1.5, emoji two). bench/brief_bench.py reports the
+estimate beside MiniLM's count for every brief it times.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+from typing import Any
+
+CHARS_PER_TOKEN = 2.2
+MAX_ITEM_CHARS = 320  # one item never takes more than about 150 tokens of the budget
+# When over budget, sections lose items from the least important up, first down to this many each, then to
+# one, then whole sections go: every kind of news keeps a line as long as the budget allows.
+FLOORS = (3, 1, 0)
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count for `text` (see the module docstring for how it was chosen)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other_bytes = len(text.encode("utf-8")) - ascii_chars
+    return math.ceil(ascii_chars / CHARS_PER_TOKEN + other_bytes / 2)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of a section: Markdown text, and the note it is about (for the JSON form)."""
+
+    text: str
+    name: str | None = None
+    path: str | None = None
+    covers: int = 1  # how many notes or changes the line names
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of the brief; `items` are ranked, `total` is how many there were before the budget cut."""
+
+    key: str
+    title: str
+    items: tuple[Item, ...]
+    total: int
+
+    def heading(self, shown: int) -> str:
+        covered = sum(item.covers for item in self.items[:shown])
+        counted = f" ({covered} of {self.total})" if covered < self.total else ""
+        return f"## {self.title}{counted}"
+
+    def lines(self, shown: int) -> list[str]:
+        """The heading and the first `shown` items; nothing when `shown` is 0."""
+        return [self.heading(shown)] + [f"- {item.text}" for item in self.items[:shown]] if shown else []
+
+
+def one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    """`text` on one line, cut at a word to at most `limit` characters (with an ellipsis when cut)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1].rsplit(" ", 1)[0] if " " in flat[: limit - 1] else flat[: limit - 1]
+    return cut + "…"
+
+
+def show_value(value: Any, limit: int = 60) -> str:
+    """A property value as a reader sees it: strings quoted, lists bracketed, long values cut."""
+    if value is None:
+        return "(unset)"
+    if isinstance(value, str):
+        return '"' + one_line(value, limit) + '"'
+    if isinstance(value, list):
+        return one_line("[" + ", ".join(show_value(v, limit) for v in value) + "]", limit)
+    return one_line(str(value), limit)
+
+
+_LINK_UNSAFE = re.compile(r"[\[\]|#^]")
+
+
+def wikilink(name: str, path: str | None, ambiguous: set[str]) -> str:
+    """The Obsidian link to an entity's note: `[[stem]]`, or `[[stem|Name]]` when the name differs from the
+    file name, or `[[folder/stem|Name]]` when another note has the same file name (Obsidian would then open
+    whichever it finds first). An entity without a note is named in bold."""
+    if not path:
+        return f"**{_LINK_UNSAFE.sub(' ', name).strip()}**"
+    target = path[:-3] if path.lower().endswith(".md") else path
+    stem = PurePosixPath(target).name
+    if stem.casefold() not in ambiguous:
+        target = stem
+    return f"[[{target}]]" if target == name else f"[[{target}|{_LINK_UNSAFE.sub(' ', name).strip()}]]"
+
+
+def fit(header: Sequence[str], sections: Sequence[Section], budget: int) -> tuple[str, list[Section]]:
+    """The Markdown of `header` and as much of `sections` (most important first) as fits `budget` tokens,
+    and the sections as shown (items cut to what is shown; `total` kept)."""
+    shown = [len(s.items) for s in sections]
+    cost = [_cost(s.lines(n)) for s, n in zip(sections, shown, strict=True)]
+    fixed = _cost(header)
+    for floor in FLOORS:
+        for i in reversed(range(len(sections))):
+            while fixed + sum(cost) > budget and shown[i] > floor:
+                shown[i] -= 1
+                cost[i] = _cost(sections[i].lines(shown[i]))
+    lines = list(header)
+    for section, n in zip(sections, shown, strict=True):
+        lines += section.lines(n)
+    text = "\n".join(lines) + "\n"
+    while estimate_tokens(text) > budget and lines:  # only a header larger than the budget gets here
+        lines[-1] = one_line(lines[-1], max(0, len(lines[-1]) // 2 - 1))
+        if len(lines[-1]) < 8:
+            lines.pop()
+        text = "\n".join(lines) + "\n"
+    kept = [replace(s, items=s.items[:n]) for s, n in zip(sections, shown, strict=True) if n]
+    return text, kept
+
+
+def _cost(lines: Sequence[str]) -> int:
+    # Each line costs at least what it costs alone, so the sum bounds the whole text's estimate from above.
+    return sum(estimate_tokens(line + "\n") for line in lines)

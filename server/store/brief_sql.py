@@ -1,0 +1,287 @@
+"""The reads of the session brief, its per-client marks and the open clarifications (synchronous; via GraphStore).
+
+A brief reports what changed since the same client's previous brief (m008). Two cursors make that exact:
+fact changes by `property_history` rowid (rowids follow commit order), and node changes by `updated_at`
+from a moment a margin before the previous brief's read, minus the (node, updated_at) pairs that brief
+already covered (`brief_seen`): a write stamps its time before it commits, so a change stamped just before
+a brief may only become visible just after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a client's brief left off: the next brief of that client starts here."""
+
+    client: str
+    briefed_at: str
+    history_id: int
+    seen: tuple[tuple[str, str], ...]  # (node id, updated_at) already covered at or after `briefed_at`
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A node as the brief names it; `active_at` is the person's last touch (file mtime, else updated_at)."""
+
+    id: str
+    label: str
+    name: str
+    path: str | None
+    status: str
+    state: str  # the `status` property ("open", "resolved" ...), "" when none
+    created_at: str
+    updated_at: str
+    active_at: str
+    valid_from: str | None = None
+
+
+@dataclass(frozen=True)
+class FactChange:
+    history_id: int
+    node: Entry
+    key: str
+    old: Any  # None: the key was not set
+    new: Any  # None: the key is gone
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class OpenClarification:
+    node: Entry
+    key: str
+    current: Any
+    proposed: Any
+    question: str
+    asked_at: str
+
+
+_ENTRY = (
+    "n.id, n.label, n.name, n.path, n.status, n.created_at, n.updated_at, n.valid_from, "
+    "coalesce(json_extract(n.properties, '$.status'), '') as state, f.mtime_ns"
+)
+_FROM = "nodes n left join files f on f.path = n.path"
+
+
+def _iso_ns(mtime_ns: int | None) -> str | None:
+    if not mtime_ns:
+        return None
+    return datetime.fromtimestamp(mtime_ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _entry(row: Any) -> Entry:
+    state = row["state"]
+    return Entry(
+        id=row["id"],
+        label=row["label"],
+        name=row["name"],
+        path=row["path"],
+        status=row["status"],
+        state=state if isinstance(state, str) else json.dumps(state),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        active_at=_iso_ns(row["mtime_ns"]) or row["updated_at"],
+        valid_from=row["valid_from"],
+    )
+
+
+# --- marks ---------------------------------------------------------------------------------------------------
+
+
+def get_mark(conn: Any, client: str) -> Mark | None:
+    row = conn.execute(
+        "select briefed_at, history_id from brief_marks where client = ?", (client,)
+    ).fetchone()
+    if row is None:
+        return None
+    seen = conn.execute("select node_id, updated_at from brief_seen where client = ?", (client,)).fetchall()
+    return Mark(client, row["briefed_at"], row["history_id"], tuple((r[0], r[1]) for r in seen))
+
+
+def next_mark(conn: Any, client: str, briefed_at: str) -> Mark:
+    """The mark a brief read now leaves: the last fact change it saw and the node changes since `briefed_at`."""
+    (history_id,) = conn.execute("select coalesce(max(id), 0) from property_history").fetchone()
+    seen = conn.execute(
+        "select id, updated_at from nodes where updated_at >= ? and status != 'stub'", (briefed_at,)
+    ).fetchall()
+    return Mark(client, briefed_at, history_id, tuple((r[0], r[1]) for r in seen))
+
+
+def set_mark(conn: Any, mark: Mark) -> None:
+    """Record `mark` as the client's (in the caller's transaction); a mark never moves backwards."""
+    row = conn.execute("select history_id from brief_marks where client = ?", (mark.client,)).fetchone()
+    if row is not None and row["history_id"] > mark.history_id:
+        return  # a later brief of the same client was recorded first
+    conn.execute(
+        "insert into brief_marks (client, briefed_at, history_id) values (?, ?, ?) on conflict(client) do "
+        "update set briefed_at = excluded.briefed_at, history_id = excluded.history_id",
+        (mark.client, mark.briefed_at, mark.history_id),
+    )
+    conn.execute("delete from brief_seen where client = ?", (mark.client,))
+    conn.executemany(
+        "insert or replace into brief_seen (client, node_id, updated_at) values (?, ?, ?)",
+        [(mark.client, node_id, at) for node_id, at in mark.seen],
+    )
+
+
+# --- what changed --------------------------------------------------------------------------------------------
+
+_CHANGED = f"""
+    from {_FROM}
+    where n.updated_at >= ? and n.status != 'stub'
+      and not exists (select 1 from brief_seen s
+                      where s.client = ? and s.node_id = n.id and s.updated_at = n.updated_at)
+"""
+
+
+def changed_nodes(
+    conn: Any, since: str, client: str | None, limit: int
+) -> tuple[list[Entry], dict[str, int]]:
+    """Notes and entities created, edited or archived since `since` that `client`'s last brief did not cover,
+    the latest first; and how many of each kind there are in all."""
+    rows = conn.execute(
+        f"select {_ENTRY} {_CHANGED} order by n.updated_at desc, f.mtime_ns desc, n.name limit ?",
+        (since, client, limit),
+    ).fetchall()
+    counts = conn.execute(
+        "select count(*) as total, coalesce(sum(n.status = 'archived'), 0) as archived, "
+        f"coalesce(sum(n.status != 'archived' and n.created_at >= ?), 0) as created {_CHANGED}",
+        (since, since, client),
+    ).fetchone()
+    return [_entry(r) for r in rows], {k: counts[k] for k in ("total", "created", "archived")}
+
+
+def fact_changes(conn: Any, after_id: int, since: str | None, limit: int) -> list[FactChange]:
+    """Property changes recorded after history row `after_id` (and, when `since` is given, since then), the
+    latest first, one per node and key: from the value before the first of them to the value now."""
+    rows = conn.execute(
+        f"select h.id as hid, h.key, h.value, h.source, h.reason, n.properties, {_ENTRY} "
+        "from property_history h join nodes n on n.id = h.node_id left join files f on f.path = n.path "
+        "where h.id > ? and (? is null or h.valid_to >= ?) and n.status != 'stub' "
+        "order by h.id desc limit ?",
+        (after_id, since, since, limit),
+    ).fetchall()
+    earliest: dict[tuple[str, str], Any] = {}
+    for row in rows:  # newest first: the last row seen per key is the first change in the window
+        earliest[(row["id"], row["key"])] = row
+    changes = []
+    for (_, key), row in earliest.items():
+        old = None if row["value"] is None else json.loads(row["value"])
+        new = json.loads(row["properties"] or "{}").get(key)
+        if json.dumps(old, sort_keys=True, default=str) != json.dumps(new, sort_keys=True, default=str):
+            changes.append(FactChange(row["hid"], _entry(row), key, old, new, row["source"], row["reason"]))
+    return sorted(changes, key=lambda c: -c.history_id)
+
+
+# --- active work ---------------------------------------------------------------------------------------------
+
+
+def live_of_labels(conn: Any, labels: Sequence[str], limit: int) -> list[Entry]:
+    """Live entities with these labels, the most recently touched first."""
+    if not labels:
+        return []
+    rows = conn.execute(
+        f"select {_ENTRY} from {_FROM} where n.status = 'active' and n.label in ({','.join('?' * len(labels))}) "
+        "order by coalesce(f.mtime_ns / 1000000000, unixepoch(n.updated_at)) desc, n.name limit ?",
+        (*labels, limit),
+    ).fetchall()
+    return [_entry(r) for r in rows]
+
+
+def linked(conn: Any, anchors: Sequence[str], labels: Sequence[str]) -> list[tuple[str, Entry]]:
+    """(anchor id, entity) for every live entity with one of `labels` joined to an anchor by an open edge
+    in either direction (any relation type: a typed relation or a wikilink)."""
+    if not anchors or not labels:
+        return []
+    ids, kinds = ",".join("?" * len(anchors)), ",".join("?" * len(labels))
+    found: list[tuple[str, Entry]] = []
+    for near, far in (("source", "target"), ("target", "source")):
+        rows = conn.execute(
+            f"select distinct e.{near} as anchor, {_ENTRY} from edges e join nodes n on n.id = e.{far} "
+            "left join files f on f.path = n.path "
+            f"where e.valid_to is null and e.{near} in ({ids}) and n.label in ({kinds}) and n.status = 'active'",
+            (*anchors, *labels),
+        ).fetchall()
+        found += [(r["anchor"], _entry(r)) for r in rows]
+    return found
+
+
+def entries(conn: Any, ids: Sequence[str]) -> dict[str, Entry]:
+    if not ids:
+        return {}
+    rows = conn.execute(f"select {_ENTRY} from {_FROM} where n.id in ({','.join('?' * len(ids))})", ids)
+    return {r["id"]: _entry(r) for r in rows.fetchall()}
+
+
+def live_counts(conn: Any) -> tuple[int, int]:
+    """(notes, entities): live nodes with a note, and all live nodes (graph-only entities too)."""
+    row = conn.execute(
+        "select coalesce(sum(path is not null), 0), count(*) from nodes where status = 'active'"
+    ).fetchone()
+    return row[0], row[1]
+
+
+def ambiguous_stems(conn: Any, stems: Sequence[str]) -> set[str]:
+    """The casefolded file stems among `stems` that more than one note in the vault has (a `[[stem]]` link
+    would be ambiguous in Obsidian)."""
+    if not stems:
+        return set()
+    rows = conn.execute(
+        "select k.key from node_keys k join nodes n on n.id = k.node_id "
+        f"where k.kind = 'stem' and k.key in ({','.join('?' * len(stems))}) "
+        "and exists (select 1 from files f where f.path = n.path) group by k.key having count(*) > 1",
+        list(stems),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+# --- clarifications ------------------------------------------------------------------------------------------
+
+
+def record_clarifications(
+    conn: Any, node_id: str, asked: Sequence[tuple[str, Any, Any, str]], settled: Sequence[str], now: str
+) -> None:
+    """Keep the questions engrama_remember asked about `node_id` (key, current, proposed, question), and close
+    those about `settled` keys (a later remember of the key decided it)."""
+    conn.executemany(
+        "delete from clarifications where node_id = ? and key = ?", [(node_id, key) for key in settled]
+    )
+    conn.executemany(
+        "insert or replace into clarifications (node_id, key, current, proposed, question, asked_at) "
+        "values (?, ?, ?, ?, ?, ?)",
+        [
+            (node_id, key, json.dumps(cur, default=str), json.dumps(new, default=str), question, now)
+            for key, cur, new, question in asked
+        ],
+    )
+
+
+def open_clarifications(conn: Any, limit: int) -> list[OpenClarification]:
+    """Questions still waiting for the person, the latest first. One whose property has changed since it
+    was asked (the person edited the note, or a later write settled it) is no longer open."""
+    rows = conn.execute(
+        f"select c.key, c.current, c.proposed, c.question, c.asked_at, n.properties, {_ENTRY} "
+        "from clarifications c join nodes n on n.id = c.node_id left join files f on f.path = n.path "
+        "where n.status = 'active' "
+        "order by c.asked_at desc limit ?",
+        (limit * 4,),
+    ).fetchall()
+    found = []
+    for row in rows:
+        current = json.loads(row["current"])
+        now = json.loads(row["properties"] or "{}").get(row["key"])
+        if json.dumps(now, default=str) == json.dumps(current, default=str):
+            proposed = json.loads(row["proposed"])
+            found.append(
+                OpenClarification(
+                    _entry(row), row["key"], current, proposed, row["question"], row["asked_at"]
+                )
+            )
+    return found[:limit]
