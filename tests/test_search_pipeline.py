@@ -146,9 +146,9 @@ async def test_a_note_linked_to_the_named_entity_ranks_though_it_shares_no_word(
 ) -> None:
     """The only way to the answer is the graph: the person notes share no word with the question, and ten
     notes do share its words."""
-    write(vault, "Projects/Zephyr.md", "An internal tool.\n")
-    write(vault, "People/Ingrid Solberg.md", "Backend engineer. See [[Zephyr]].\n")
-    write(vault, "People/Tomas Berg.md", "Designer on [[Zephyr]], likes sketching.\n")
+    write(vault, "Projects/Zephyr.md", "An internal tool. Team: [[Ingrid Solberg]], [[Tomas Berg]].\n")
+    write(vault, "People/Ingrid Solberg.md", "Backend engineer.\n")
+    write(vault, "People/Tomas Berg.md", "Designer, likes sketching.\n")
     write(vault, "People/Unrelated.md", "Accountant, lunch on fridays.\n")
     for i in range(10):
         write(vault, f"Log/Team {i}.md", f"Who works on what: team rota {i}, works every week on the rota.\n")
@@ -176,18 +176,22 @@ async def test_two_links_away_is_reached_through_the_named_entity(runtime: Runti
 # --- distill -------------------------------------------------------------------------------------------------
 
 
-def test_mmr_puts_a_different_note_before_a_near_copy_of_the_first() -> None:
+def test_a_copy_of_a_shown_passage_gives_way_to_a_different_note() -> None:
     texts = {
         "a": "visited doctor smith about the knee pain on monday",
         "a2": "visited doctor smith about the knee pain on monday again",
         "b": "the dermatologist doctor jones checked the rash",
     }
-    scores = {"a": 1.0, "a2": 0.95, "b": 0.8}
-    order = distill.diversify(["a", "a2", "b"], scores.__getitem__, str, texts)
-    assert order == ["a", "b", "a2"]
-    # Without redundancy, relevance decides.
-    texts2 = {"a": "knee pain", "a2": "garden tomatoes", "b": "tax return"}
+    scores = {"a": 1.0, "a2": 0.95, "b": 0.3}
+    assert distill.diversify(["a", "a2", "b"], scores.__getitem__, str, texts) == ["a", "b", "a2"]
+    # Different notes on one topic share words, not runs of words: relevance decides.
+    texts2 = {
+        "a": "visited doctor smith about the knee pain",
+        "a2": "the knee doctor said pain would pass",
+        "b": "doctor jones checked the rash",
+    }
     assert distill.diversify(["a", "a2", "b"], scores.__getitem__, str, texts2) == ["a", "a2", "b"]
+    assert distill.resemblance(distill.shingles("a b c d"), distill.shingles("a b c d")) == 1.0
 
 
 async def test_evidence_spread_over_three_notes_fills_the_top_five_before_copies(
