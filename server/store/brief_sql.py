@@ -2,7 +2,7 @@
 
 A brief reports what changed since the same client's previous brief (m008). Two cursors make that exact:
 fact changes by `property_history` rowid (rowids follow commit order), and node changes by `updated_at`
-from a moment a margin before the previous brief's read, minus the (node, updated_at) pairs that brief
+from a moment a margin before the previous brief's read, minus the node versions that brief
 already covered (`brief_seen`): a write stamps its time before it commits, so a change stamped just before
 a brief may only become visible just after it.
 """
@@ -23,7 +23,7 @@ class Mark:
     client: str
     briefed_at: str
     history_id: int
-    seen: tuple[tuple[str, str], ...]  # (node id, updated_at) already covered at or after `briefed_at`
+    seen: tuple[tuple[str, str], ...]  # (node id, fingerprint) of versions covered at or after `briefed_at`
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,10 @@ _ENTRY = (
     "coalesce(json_extract(n.properties, '$.status'), '') as state, f.mtime_ns"
 )
 _FROM = "nodes n left join files f on f.path = n.path"
+# A node's version as a brief covers it: two changes within one second differ in status or note checksum.
+_FINGERPRINT = (
+    "n.updated_at || ' ' || n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties)"
+)
 
 
 def _iso_ns(mtime_ns: int | None) -> str | None:
@@ -101,7 +105,7 @@ def get_mark(conn: Any, client: str) -> Mark | None:
     ).fetchone()
     if row is None:
         return None
-    seen = conn.execute("select node_id, updated_at from brief_seen where client = ?", (client,)).fetchall()
+    seen = conn.execute("select node_id, fingerprint from brief_seen where client = ?", (client,)).fetchall()
     return Mark(client, row["briefed_at"], row["history_id"], tuple((r[0], r[1]) for r in seen))
 
 
@@ -109,7 +113,8 @@ def next_mark(conn: Any, client: str, briefed_at: str) -> Mark:
     """The mark a brief read now leaves: the last fact change it saw and the node changes since `briefed_at`."""
     (history_id,) = conn.execute("select coalesce(max(id), 0) from property_history").fetchone()
     seen = conn.execute(
-        "select id, updated_at from nodes where updated_at >= ? and status != 'stub'", (briefed_at,)
+        f"select n.id, {_FINGERPRINT} from nodes n where n.updated_at >= ? and n.status != 'stub'",
+        (briefed_at,),
     ).fetchall()
     return Mark(client, briefed_at, history_id, tuple((r[0], r[1]) for r in seen))
 
@@ -126,7 +131,7 @@ def set_mark(conn: Any, mark: Mark) -> None:
     )
     conn.execute("delete from brief_seen where client = ?", (mark.client,))
     conn.executemany(
-        "insert or replace into brief_seen (client, node_id, updated_at) values (?, ?, ?)",
+        "insert or replace into brief_seen (client, node_id, fingerprint) values (?, ?, ?)",
         [(mark.client, node_id, at) for node_id, at in mark.seen],
     )
 
@@ -137,7 +142,7 @@ _CHANGED = f"""
     from {_FROM}
     where n.updated_at >= ? and n.status != 'stub'
       and not exists (select 1 from brief_seen s
-                      where s.client = ? and s.node_id = n.id and s.updated_at = n.updated_at)
+                      where s.client = ? and s.node_id = n.id and s.fingerprint = {_FINGERPRINT})
 """
 
 

@@ -256,7 +256,7 @@ M007_NOTE_LINKS = """
 # each get their own "since" (`brief_sql`). `history_id` is the last `property_history` row a brief reported
 # (rowids grow with commit order, so a fact change is reported once); node changes are read by `updated_at`
 # from `briefed_at`, which lies a margin before the brief's read (a write stamps its time before it commits),
-# and `brief_seen` holds the (node, updated_at) pairs inside that margin that the brief already covered.
+# and `brief_seen` holds the node versions inside that margin that the brief already covered.
 # `clarifications` keeps the questions engrama_remember asked (a value that may replace or join the old one)
 # until a later remember of that key settles them, so a brief can remind the person.
 M008_BRIEF = """
@@ -268,7 +268,7 @@ M008_BRIEF = """
         create table brief_seen (
             client text not null,
             node_id text not null,
-            updated_at text not null,
+            fingerprint text not null,          -- updated_at, status and checksum: a change in the same second differs
             primary key (client, node_id)
         ) without rowid;
         create index nodes_updated on nodes(updated_at);

@@ -1,0 +1,173 @@
+"""The session brief in-process: what changed since a client's last brief, links, clarifications, the budget."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from server.runtime import Runtime, open_runtime
+from server.services.brief import record_brief, render_brief
+from server.services.brief_render import FLOORS, Item, Section, estimate_tokens, fit, wikilink
+from server.services.remember import remember
+from server.settings import Settings
+
+EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
+
+
+@pytest.fixture
+async def example(tmp_path: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt:
+        await rt.require_sync().sync_vault()
+        yield rt
+
+
+async def resync(rt: Runtime, *paths: str) -> None:
+    """Reconcile these notes (a deleted one is archived), as the watcher does when they are saved."""
+    for path in paths:
+        await rt.require_sync().sync_path(path)
+
+
+async def test_a_first_brief_names_active_work_open_problems_decisions_and_people_as_wikilinks(
+    example: Runtime,
+) -> None:
+    brief = await render_brief(example, client="claude-ai")
+    text = brief.markdown
+    assert text.startswith("# Memory brief for claude-ai: 18 notes (first brief")
+    assert "- [[Engrama]] (active); open: [[Duplicate nodes after rename]]" in text
+    assert "[[Field Notes App]] (paused)" not in text  # paused work is not active
+    assert "[[Upsert by natural key]] (2026-" in text
+    assert "- [[Maya Lindqvist]] ([[Engrama]])" in text
+    assert [s.key for s in brief.sections] == ["changes", "work", "decisions", "people"]
+    assert brief.tokens == estimate_tokens(text) <= brief.budget_tokens
+
+
+async def test_the_mark_moves_only_when_a_brief_is_recorded(example: Runtime) -> None:
+    first = await render_brief(example, client="cursor")
+    again = await render_brief(example, client="cursor")
+    assert again.since is None and [s.key for s in again.sections] == [s.key for s in first.sections]
+    await record_brief(example, again)
+    after = await render_brief(example, client="cursor")
+    assert after.since is not None and "Nothing changed in the vault since the previous brief." in after.markdown
+    assert all(s.key != "changes" for s in after.sections)
+
+
+async def test_a_fact_edited_in_a_note_shows_old_and_new_once_per_client(example: Runtime) -> None:
+    for client in ("claude-ai", "cursor"):
+        await record_brief(example, await render_brief(example, client=client))
+    note = example.vault / "Projects/Harbor Analytics.md"
+    note.write_text(note.read_text(encoding="utf-8").replace("status: active", "status: paused"), encoding="utf-8")
+    await resync(example, "Projects/Harbor Analytics.md")
+
+    seen = await render_brief(example, client="claude-ai")
+    assert '- [[Harbor Analytics]] status: "active" -> "paused"' in seen.markdown
+    assert "edited [[Harbor Analytics]]" not in seen.markdown  # named once, with its facts
+    await record_brief(example, seen)
+    assert '"active" -> "paused"' not in (await render_brief(example, client="claude-ai")).markdown
+    assert '"active" -> "paused"' in (await render_brief(example, client="cursor")).markdown
+
+
+async def test_new_and_archived_notes_since_the_last_brief(example: Runtime) -> None:
+    await record_brief(example, await render_brief(example, client="cli"))
+    (example.vault / "Notes").mkdir()
+    (example.vault / "Notes/Standup.md").write_text("Talked about [[Engrama]].\n", encoding="utf-8")
+    (example.vault / "Concepts/Debounce file events.md").unlink()
+    await resync(example, "Notes/Standup.md", "Concepts/Debounce file events.md")
+    text = (await render_brief(example, client="cli")).markdown
+    assert "- new: [[Standup]] (Note)" in text
+    assert "- archived: [[Debounce file events]]" in text
+
+
+async def test_a_clarification_waits_in_the_brief_until_a_later_remember_settles_it(example: Runtime) -> None:
+    await remember(example, "Person", "Maya Lindqvist", {"employer": "Acme"})
+    asked = await remember(example, "Person", "Maya Lindqvist", {"employer": "Globex"})
+    assert asked.clarifications
+    text = (await render_brief(example, client=None)).markdown
+    assert '[[Maya Lindqvist]] employer: "Acme" or "Globex"?' in text
+    await remember(example, "Person", "Maya Lindqvist", {"employer": "Globex"}, resolve="replace")
+    assert '"Acme" or "Globex"?' not in (await render_brief(example, client=None)).markdown
+
+
+async def test_cues_bring_the_related_notes_first(example: Runtime) -> None:
+    brief = await render_brief(example, client=None, cues="nightly import vessel", project="Harbor Analytics")
+    assert brief.sections[0].key == "related"
+    assert brief.sections[0].items[0].name in {"Slow nightly import", "Harbor Analytics"}
+    work = next(s for s in brief.sections if s.key == "work")
+    assert work.items[0].name == "Harbor Analytics"  # the project asked for leads its section
+
+
+async def test_an_unknown_project_is_said_and_the_brief_still_comes(example: Runtime) -> None:
+    text = (await render_brief(example, client=None, project="Atlantis")).markdown
+    assert 'No entity is named "Atlantis"' in text and "## Active projects" in text
+
+
+async def test_an_empty_memory_says_so_and_what_to_do(vault: Path, db_path: Path) -> None:
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt:
+        brief = await render_brief(rt, client="claude-ai")
+    assert brief.empty and brief.sections == ()
+    assert "the memory is empty" in brief.markdown
+    assert "engrama_remember" in brief.markdown and "engrama-vault sync" in brief.markdown
+
+
+async def test_notes_sharing_a_file_name_are_linked_by_their_path(example: Runtime) -> None:
+    (example.vault / "Archive").mkdir()
+    (example.vault / "Archive/Engrama.md").write_text("---\ntype: Project\n---\nThe old one.\n", encoding="utf-8")
+    await resync(example, "Archive/Engrama.md")
+    text = (await render_brief(example, client=None)).markdown
+    assert "[[Projects/Engrama|Engrama]]" in text and "[[Archive/Engrama|Engrama]]" in text
+
+
+def test_wikilinks_use_the_file_stem_and_show_a_different_name() -> None:
+    assert wikilink("Engrama", "Projects/Engrama.md", set()) == "[[Engrama]]"
+    assert wikilink("Maya L.", "People/maya.md", set()) == "[[maya|Maya L.]]"
+    assert wikilink("Engrama", "Projects/Engrama.md", {"engrama"}) == "[[Projects/Engrama|Engrama]]"
+    assert wikilink("Only [graph]", None, set()) == "**Only  graph**"
+
+
+def test_the_estimate_counts_non_ascii_text_by_its_bytes() -> None:
+    assert estimate_tokens("a" * 22) == 10
+    assert estimate_tokens("日本語") == 5  # 9 UTF-8 bytes / 2
+    assert estimate_tokens("") == 0
+
+
+def test_the_estimate_bounds_minilms_count_on_briefs_and_notes() -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    path = Path(__file__).resolve().parents[1] / "server/embeddings/minilm/tokenizer.json"
+    if not path.exists():
+        pytest.skip("MiniLM's tokenizer.json is not installed")
+    tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    for note in EXAMPLE_VAULT.rglob("*.md"):
+        text = note.read_text(encoding="utf-8")
+        assert len(tokenizer.encode(text, add_special_tokens=False).ids) <= estimate_tokens(text), note
+
+
+_lines = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=400)
+_sections = st.lists(st.lists(_lines, min_size=1, max_size=12), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_sections, st.integers(min_value=60, max_value=3000))
+def test_fitting_never_exceeds_the_budget_and_cuts_the_least_important_first(
+    contents: list[list[str]], budget: int
+) -> None:
+    sections = [
+        Section(f"s{i}", f"Section {i}", tuple(Item(text) for text in items), len(items))
+        for i, items in enumerate(contents)
+    ]
+    text, kept = fit(["# Memory brief"], sections, budget)
+    assert estimate_tokens(text) <= budget
+    shown = {s.key: len(s.items) for s in kept}
+    counts = [shown.get(s.key, 0) for s in sections]
+    # A section is cut below a floor only once every less important one is at or below that floor.
+    for i, count in enumerate(counts):
+        for floor in FLOORS:
+            if count < min(floor, len(sections[i].items)):
+                assert all(c <= floor for c in counts[i + 1 :])
