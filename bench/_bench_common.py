@@ -29,7 +29,7 @@ import sqlean
 from server.embeddings import INSTALL_HINT, local_available, make_embedder
 from server.embeddings.worker import attach_embedder, embed_pending, prepare_vector_table
 from server.runtime import Runtime, open_runtime
-from server.search.service import DEFAULT_TUNING, Tuning, run_search, search
+from server.search.service import DEFAULT_TUNING, Tuning, parse_reference_time, run_search, search
 from server.settings import Settings
 from server.store.search_sql import NodeFilter
 
@@ -167,23 +167,19 @@ class Answer:
 async def ask(
     product: Product, question: str, *, reference_time: str | None = None, tuning: Tuning | None = None
 ) -> Answer:
-    """One question through the product's search, top K. `tuning` (ablations) goes through `run_search`."""
+    """One question through the product's search, top K. `reference_time` (an ISO date or date-time; None:
+    now) is when the question is asked, as the tool's `reference_time` takes it. `tuning` (ablations) goes
+    through `run_search` with the same reference."""
     started = time.perf_counter()
     if tuning is None or tuning == DEFAULT_TUNING:
-        response = await search(product.rt, question, limit=K, **reference_kwargs(reference_time))
+        response = await search(product.rt, question, limit=K, reference_time=reference_time)
     else:
-        response = await run_search(product.rt, question, NodeFilter(), K, False, tuning)
+        reference = parse_reference_time(reference_time)
+        response = await run_search(product.rt, question, NodeFilter(), K, False, tuning, reference=reference)
     seconds = time.perf_counter() - started
     mode = response.search_mode + (f" ({response.degraded_reason})" if response.degraded_reason else "")
     hits = response.results
     return Answer([h.path or "" for h in hits], [h.snippet for h in hits], seconds, mode)
-
-
-def reference_kwargs(reference_time: str | None) -> dict[str, Any]:
-    """THE ONE PLACE the question's reference time reaches search (LongMemEval's `question_date`, as an ISO
-    date-time). `search` has no such parameter yet; when it has, return it here under that parameter's name."""
-    del reference_time
-    return {}
 
 
 # --- outcomes and metrics ------------------------------------------------------------------------------

@@ -151,6 +151,9 @@ def ablations() -> dict[str, Tuning]:
         "prefix from 6 letters": replace(DEFAULT_TUNING, prefix_min=6),
         "note 0.3 / passage 0.7": replace(DEFAULT_TUNING, fulltext=replace(full, note=0.3, passage=0.7)),
         "note 0.7 / passage 0.3": replace(DEFAULT_TUNING, fulltext=replace(full, note=0.7, passage=0.3)),
+        "no anchors": replace(DEFAULT_TUNING, fulltext=replace(full, anchor=0.0)),
+        "no graph walk": replace(DEFAULT_TUNING, fulltext=replace(full, graph=0.0, graph_anchored=0.0)),
+        "no distill": replace(DEFAULT_TUNING, distill=False),
     }
 
 

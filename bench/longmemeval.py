@@ -11,7 +11,8 @@ log (frontmatter with the session's date, the title "Chat — <date as given>", 
 `Assistant: ...` paragraph per turn). Session ids and `has_answer` marks appear nowhere a retriever sees: a
 note is named after its date and time. The vault is synced with the real VaultSync into a real SQLite file
 (settle 0) and the question is asked through `server.search.service.search`, top 10. The question's
-`question_date` is its reference time (see `reference_kwargs` in bench/_bench_common.py).
+`question_date` is passed as search's `reference_time` (when the question is asked: "last Saturday" counts
+back from it).
 
 Rows: `none` is the product with EMBEDDING_PROVIDER=none (full text); `local` the product with
 EMBEDDING_PROVIDER=local (the model of the [local] extra; skipped with a message when it is not installed;
