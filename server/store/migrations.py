@@ -8,6 +8,8 @@ from typing import Any
 
 import sqlean
 
+from server.store import passages_sql
+
 M001_CREATE_GRAPH = """
         create table meta (key text primary key, value text not null);
 
@@ -284,6 +286,52 @@ M008_BRIEF = """
         );
 """
 
+# Each passage's text stored once (issue 15: the database was 3.7x the vault). Passages overlap, and their texts
+# were kept in `chunks` and again, through external content, read back by `chunks_fts`. Now a note's passage
+# texts are one compressed pack in `note_passages` (`passages_sql`), `chunks` keeps the small per-passage row
+# the vectors and the index are keyed by, and `chunks_fts` is contentless, rebuilt here from the same texts
+# (bm25 reads only the index, so rankings do not change). `engrama_pack` is registered by `apply_migrations`.
+M009_PASSAGES_ONCE = """
+        create table note_passages (
+            id integer primary key,
+            node_id text not null references nodes(id) on delete cascade,
+            part integer not null,
+            packed blob not null                -- part `part` of zlib(JSON {ordinal: text}), 1,024 bytes each
+        );
+        create unique index note_passages_node on note_passages(node_id, part);
+        insert into note_passages (node_id, part, packed)
+            with recursive
+                packs(node_id, blob) as (
+                    select node_id, engrama_pack(json_group_object(cast(ordinal as text), text))
+                    from chunks group by node_id),
+                parts(node_id, part, blob) as (
+                    select node_id, 0, blob from packs
+                    union all
+                    select node_id, part + 1, blob from parts where (part + 1) * 1024 < length(blob))
+            select node_id, part, substr(blob, part * 1024 + 1, 1024) from parts order by node_id, part;
+
+        drop trigger chunks_ad;
+        drop trigger chunks_au;
+        drop trigger chunks_au_vec;
+        drop table chunks_fts;
+        create virtual table chunks_fts using fts5(
+            title, heading, text,
+            content = '', contentless_delete = 1,
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        insert into chunks_fts (rowid, title, heading, text) select id, title, heading, text from chunks order by id;
+        alter table chunks drop column text;
+
+        create trigger chunks_ad after delete on chunks begin
+            delete from chunks_fts where rowid = old.id;
+        end;
+        create trigger chunks_au_vec after update of title, heading on chunks
+        when old.embedded_model is not null begin
+            update chunks set embedded_model = null where id = new.id;
+            insert or ignore into vec_orphans (chunk_id) values (old.id);
+        end;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -293,6 +341,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (6, "m006_note_start", M006_NOTE_START),
     (7, "m007_note_links", M007_NOTE_LINKS),
     (8, "m008_brief", M008_BRIEF),
+    (9, "m009_passages_once", M009_PASSAGES_ONCE),
 )
 
 
@@ -317,6 +366,7 @@ def apply_migrations(conn: Any) -> int:
     """
     # BEGIN IMMEDIATE takes the write lock first (waiting for it): a bare write that starts as a read and then
     # upgrades can get SQLITE_BUSY at once when another process is migrating the same new file.
+    passages_sql.register_functions(conn)
     conn.execute("begin immediate")
     conn.execute(
         "create table if not exists schema_migrations (number integer primary key, name text, applied_at text)"

@@ -1,7 +1,8 @@
 """SQL of search: the note-level full-text rows, and the reads a query needs (synchronous; run on the DB thread).
 
 Two FTS5 indexes answer a query: `chunks_fts` (one row per passage: title, heading, text) and `notes_fts` (one
-row per note: name, whole body). Both return their best rows by bm25 with column weights; the search service
+row per note: name, whole body). Both are contentless: the passages' texts are stored once per note
+(`passages_sql`), and whole bodies only in the vault. Both return their best rows by bm25 with column weights; the search service
 fuses them with the vector ranking. Scores come back as *higher is better* (FTS5's bm25 is negative).
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from server.store import passages_sql
 from server.store.nodes_sql import moment_width, valid_on
 
 # bm25 column weights. The title repeats on every passage and carries the note's name and date, so a title
@@ -184,19 +186,18 @@ def passages_of(conn: Any, node_ids: Sequence[str]) -> list[tuple[int, str, str]
         return []
     marks = ",".join("?" * len(node_ids))
     rows = conn.execute(
-        f"select id, node_id, text from chunks where node_id in ({marks}) order by node_id, ordinal",
+        f"select id, node_id, ordinal from chunks where node_id in ({marks}) order by node_id, ordinal",
         list(node_ids),
-    )
-    return [tuple(r) for r in rows]
+    ).fetchall()
+    texts = passages_sql.passages_by_note(conn, node_ids)
+    return [(r[0], r[1], texts[r[1]][r[2]]) for r in rows if r[2] in texts.get(r[1], {})]
 
 
 def passage_texts(conn: Any, chunk_ids: Sequence[int]) -> dict[int, str]:
+    """{chunk_id: text} of the given passages."""
     if not chunk_ids:
         return {}
-    marks = ",".join("?" * len(chunk_ids))
-    return dict(
-        conn.execute(f"select id, text from chunks where id in ({marks})", list(chunk_ids)).fetchall()
-    )
+    return passages_sql.chunk_texts(conn, chunk_ids)
 
 
 def node_rows(conn: Any, node_ids: Sequence[str], where: NodeFilter) -> dict[str, NodeRow]:

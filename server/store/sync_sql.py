@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from server.store import history_sql, search_sql
+from server.store import history_sql, passages_sql, search_sql
 from server.store.nodes_sql import note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 
@@ -230,40 +230,44 @@ def replace_note_edges(conn: Any, node_id: str, links: Sequence[Link], now: str)
 
 
 def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk]) -> None:
-    """Store the note's passages; unchanged passages keep their row (and so their embedding)."""
+    """Store the note's passages; unchanged passages keep their row (and so their embedding).
+
+    The texts are stored once per note (`passages_sql`); new passages wait in the stage for
+    `index_new_chunks`, which adds them to the full-text index."""
     existing = {
-        r["ordinal"]: (r["id"], r["title"], r["heading"], r["text"])
-        for r in conn.execute(
-            "select id, ordinal, title, heading, text from chunks where node_id = ?", (node_id,)
-        )
+        r["ordinal"]: (r["id"], r["title"], r["heading"])
+        for r in conn.execute("select id, ordinal, title, heading from chunks where node_id = ?", (node_id,))
     }
+    old_texts = passages_sql.passages_by_note(conn, [node_id]).get(node_id, {}) if existing else {}
     keep: set[int] = set()
     for chunk in chunks:
         old = existing.get(chunk.ordinal)
-        if old is not None and old[1:] == (title, chunk.heading, chunk.text):
+        if old is not None and (old[1], old[2], old_texts.get(chunk.ordinal)) == (
+            title,
+            chunk.heading,
+            chunk.text,
+        ):
             keep.add(chunk.ordinal)
     conn.executemany(
         "delete from chunks where id = ?",
         [(row[0],) for ordinal, row in existing.items() if ordinal not in keep],
     )
+    new = [c for c in chunks if c.ordinal not in keep]
     conn.executemany(
-        "insert into chunks (node_id, ordinal, title, heading, text) values (?, ?, ?, ?, ?)",
-        [(node_id, c.ordinal, title, c.heading, c.text) for c in chunks if c.ordinal not in keep],
+        "insert into chunks (node_id, ordinal, title, heading) values (?, ?, ?, ?)",
+        [(node_id, c.ordinal, title, c.heading) for c in new],
     )
+    if new:
+        ids = dict(conn.execute("select ordinal, id from chunks where node_id = ?", (node_id,)).fetchall())
+        passages_sql.stage_passages(conn, [(ids[c.ordinal], title, c.heading, c.text) for c in new])
+    texts = {c.ordinal: c.text for c in chunks}
+    if texts != old_texts:
+        passages_sql.store_passages(conn, node_id, texts)
 
 
-def max_chunk_id(conn: Any) -> int:
-    return conn.execute("select coalesce(max(id), 0) from chunks").fetchone()[0]
-
-
-def index_new_chunks(conn: Any, after_id: int) -> None:
-    """Add passages inserted since `after_id` to the FTS index in one set-based statement.
-
-    Chunk ids only grow (AUTOINCREMENT), so `id > after_id` is exactly this unit's new passages."""
-    conn.execute(
-        "insert into chunks_fts(rowid, title, heading, text) select id, title, heading, text from chunks where id > ?",
-        (after_id,),
-    )
+def index_new_chunks(conn: Any) -> None:
+    """Add the passages stored in this unit of work to the FTS index in one set-based statement."""
+    passages_sql.index_staged(conn)
 
 
 def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
@@ -272,11 +276,10 @@ def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
 
 def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool]:
     """Apply many notes (in the caller's transaction); True for each node that is new."""
-    before = max_chunk_id(conn)
     moved_names: set[str] = set()  # names nodes gained or lost: the links using them are resolved again
     created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now, moved_names) for u in updates]
     reresolve_links(conn, moved_names, now)
-    index_new_chunks(conn, before)
+    index_new_chunks(conn)
     search_sql.index_note_docs(conn, [(u.node_id, u.note.name, u.note.body) for u in updates])
     return created
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from server.store import passages_sql
+
 VEC_TABLE = "chunk_vectors"
 MMAP_BYTES = 1 << 30  # an upper bound: SQLite maps at most the file's size
 META_MODEL = "vectors_model"
@@ -94,10 +96,11 @@ def backlog(conn: Any) -> int:
 
 def pending_chunks(conn: Any, limit: int) -> list[PendingChunk]:
     rows = conn.execute(
-        "select id, title, heading, text from chunks where embedded_model is null order by id limit ?",
+        "select id, title, heading from chunks where embedded_model is null order by id limit ?",
         (limit,),
-    )
-    return [PendingChunk(r[0], r[1], r[2], r[3]) for r in rows]
+    ).fetchall()
+    texts = passages_sql.chunk_texts(conn, [r[0] for r in rows])  # stored once per note (migration 9)
+    return [PendingChunk(r[0], r[1], r[2], texts[r[0]]) for r in rows if r[0] in texts]
 
 
 def drop_orphans(conn: Any) -> int:
@@ -119,11 +122,14 @@ def store_vectors(
     """
     drop_orphans(conn)
     stored = 0
+    texts = passages_sql.chunk_texts(conn, [chunk.id for chunk in chunks])  # stored once per note (m009)
     for chunk, vector in zip(chunks, vectors, strict=True):
+        if texts.get(chunk.id) != chunk.text:
+            continue
         marked = conn.execute(
             "update chunks set embedded_model = ? where id = ? and embedded_model is null "
-            "and title = ? and heading = ? and text = ?",
-            (model, chunk.id, chunk.title, chunk.heading, chunk.text),
+            "and title = ? and heading = ?",
+            (model, chunk.id, chunk.title, chunk.heading),
         ).rowcount
         if marked:
             conn.execute(f"delete from {VEC_TABLE} where rowid = ?", (chunk.id,))

@@ -1,0 +1,201 @@
+# pyright: reportAttributeAccessIssue=false
+# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
+"""Issue 15, the footprint: each passage's text stored once, a database sized to the vault, and a database made
+before migration 9 upgraded in place with the same search results. Real vaults (bench/vaultgen.py), real
+SQLite files, the real sync."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlean
+
+from bench.vaultgen import generate_vault
+from server.runtime import open_runtime
+from server.search.service import search
+from server.settings import Settings
+from server.store import migrations, passages_sql, search_sql
+from server.store.search_sql import NodeFilter
+from vault_sync.chunking import chunk_body
+from vault_sync.parse import parse_note
+
+QUERIES = ("kamine tezi", "lo", "ruva sapa zi", "hija", "orus elka")
+
+
+def _settings(vault: Path, db: Path) -> Settings:
+    return Settings(vault=vault, db_path=db, embedding_provider="none", watch=False)
+
+
+async def _sync(vault: Path, db: Path) -> None:
+    async with open_runtime(_settings(vault, db), take_lease=True) as rt:
+        await rt.require_sync().sync_vault()
+
+
+def _vault_bytes(vault: Path) -> int:
+    return sum(p.stat().st_size for p in vault.rglob("*.md"))
+
+
+def _table_bytes(db: Path) -> dict[str, int]:
+    conn = sqlean.connect(str(db))
+    try:
+        return dict(conn.execute("select name, sum(pgsize) from dbstat group by name").fetchall())
+    finally:
+        conn.close()
+
+
+def _queries(vault: Path) -> list[str]:
+    """Words the notes use (so queries match), from a few notes' bodies."""
+    words = []
+    for path in sorted(vault.rglob("*.md"))[:12]:
+        body = path.read_text(encoding="utf-8").split("---", 2)[-1]
+        words.extend(w.strip(".,[]|#!").lower() for w in body.split()[10:13])
+    picked = [" ".join(words[i : i + 2]) for i in range(0, len(words), 3)]
+    return [*QUERIES, *picked]
+
+
+@pytest.mark.parametrize("mode", ["realistic", "small-vocab"])
+async def test_the_database_stores_each_passage_once_and_stays_near_the_vaults_size(
+    tmp_path: Path, mode: str
+) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    generate_vault(vault, 300, seed=3, mode=mode)
+    await _sync(vault, db)
+    vault_bytes = _vault_bytes(vault)
+    tables = _table_bytes(db)
+    # Passage texts overlap (a window shares lines with the next) and were stored in full on every passage:
+    # 1.2x the vault's bytes before migration 9. Packed per note they take about half the vault.
+    assert tables["note_passages"] + tables["note_passages_node"] <= 0.6 * vault_bytes
+    assert "chunks_fts_content" not in tables  # the passage index holds no copy of the text
+    # The whole file: 3.9-4.3x the vault before (issue 15). What is left is the two positional indexes and
+    # the graph (see the report in bench/scale.py); this bound fails if any text is stored twice again.
+    assert db.stat().st_size <= 3.5 * vault_bytes
+
+
+async def test_stored_passages_are_the_notes_passages(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    paths = generate_vault(vault, 20, seed=5, mode="small-vocab")
+    await _sync(vault, db)
+    async with open_runtime(_settings(vault, db)) as rt:
+        for path in paths[:5]:
+            rel = path.relative_to(vault).as_posix()
+            note = parse_note(rel, path.read_bytes(), folder_labels={}, canonical_label=lambda _: None)
+            expected = [c.text for c in chunk_body(note.body)]
+            node = await rt.store.read(
+                lambda c, p: c.execute("select id from nodes where path = ?", (p,)).fetchone()[0], rel
+            )
+            stored = await rt.store.read(search_sql.passages_of, [node])
+            assert [text for _, _, text in stored] == expected
+            ids = [chunk_id for chunk_id, _, _ in stored]
+            assert await rt.store.read(search_sql.passage_texts, ids) == dict(zip(ids, expected, strict=True))
+
+
+async def test_an_edited_passage_leaves_the_index_and_its_new_text_enters_it(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    paths = generate_vault(vault, 10, seed=1, mode="small-vocab")
+    await _sync(vault, db)
+    path = paths[3]
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + "\nA line about quixotic xylophones.\n", encoding="utf-8")
+    await _sync(vault, db)
+    async with open_runtime(_settings(vault, db)) as rt:
+        hits = await rt.store.read(search_sql.passage_hits, '"xylophones"', 5, NodeFilter())
+        assert len(hits) == 1
+        path.write_text(text, encoding="utf-8")
+        await rt.require_sync().sync_vault()
+        assert await rt.store.read(search_sql.passage_hits, '"xylophones"', 5, NodeFilter()) == []
+        assert await rt.store.read(_integrity) == "ok"
+
+
+def _integrity(conn: Any) -> str:
+    conn.execute("insert into chunks_fts (chunks_fts, rank) values ('integrity-check', 1)")
+    return "ok"
+
+
+# --- upgrading a database made before migration 9 ----------------------------------------------------------
+
+
+def _make_m007_copy(fresh: Path, old: Path) -> None:
+    """A database as the code before migration 9 left it, with the same graph and passages as `fresh`:
+    the migrations up to 7 run on an empty file, the graph is copied over, each passage's text goes back into
+    `chunks.text` with its external-content index rebuilt, and the whole-note index is copied as it is."""
+    conn = sqlean.connect(str(old), isolation_level=None)
+    passages_sql.register_functions(conn)
+    original = migrations.MIGRATIONS
+    migrations.MIGRATIONS = tuple(m for m in original if m[0] <= 7)
+    try:
+        migrations.apply_migrations(conn)
+    finally:
+        migrations.MIGRATIONS = original
+    conn.execute("attach database ? as fresh", (str(fresh),))
+    conn.execute("begin")
+    for table in ("nodes", "node_keys", "edges", "note_links", "files", "note_docs", "insights"):
+        columns = ", ".join(r[1] for r in conn.execute(f"pragma main.table_info({table})"))
+        conn.execute(f"insert into main.{table} ({columns}) select {columns} from fresh.{table}")
+    rows = conn.execute(
+        "select id, node_id, ordinal, title, heading from fresh.chunks order by id"
+    ).fetchall()
+    parts: dict[str, list[bytes]] = {}
+    for node_id, piece in conn.execute(
+        "select node_id, packed from fresh.note_passages order by node_id, part"
+    ):
+        parts.setdefault(node_id, []).append(piece)
+    packed = {node_id: passages_sql.unpack(b"".join(pieces)) for node_id, pieces in parts.items()}
+    conn.executemany(
+        "insert into main.chunks (id, node_id, ordinal, title, heading, text) values (?, ?, ?, ?, ?, ?)",
+        [(r[0], r[1], r[2], r[3], r[4], packed[r[1]][r[2]]) for r in rows],
+    )
+    conn.execute("insert into main.chunks_fts (chunks_fts) values ('rebuild')")
+    for shadow in ("data", "idx", "docsize", "config"):
+        conn.execute(f"delete from main.notes_fts_{shadow}")
+        conn.execute(f"insert into main.notes_fts_{shadow} select * from fresh.notes_fts_{shadow}")
+    conn.execute("delete from main.sqlite_sequence")
+    conn.execute("insert into main.sqlite_sequence select * from fresh.sqlite_sequence")
+    conn.execute("commit")
+    conn.execute("detach database fresh")
+    conn.close()
+
+
+async def _answers(vault: Path, db: Path, queries: list[str]) -> list[Any]:
+    found: list[Any] = []
+    async with open_runtime(_settings(vault, db)) as rt:
+        for query in queries:
+            match = " OR ".join(f'"{w}"' for w in query.split())
+            found.append(await rt.store.read(search_sql.passage_hits, match, 40, NodeFilter()))
+            found.append(await rt.store.read(search_sql.note_hits, match, 40, NodeFilter()))
+            response = await search(rt, query)
+            found.append([(h.id, round(h.score, 6), h.snippet) for h in response.results])
+        node_ids = await rt.store.read(
+            lambda c: [r[0] for r in c.execute("select id from nodes order by id")]
+        )
+        found.append(await rt.store.read(search_sql.passages_of, node_ids[:30]))
+    return found
+
+
+async def test_a_database_made_before_migration_9_upgrades_in_place_and_searches_the_same(
+    tmp_path: Path,
+) -> None:
+    vault, fresh, old = tmp_path / "vault", tmp_path / "fresh.db", tmp_path / "old.db"
+    generate_vault(vault, 80, seed=2, mode="small-vocab")
+    await _sync(vault, fresh)
+    _make_m007_copy(fresh, old)
+    conn = sqlean.connect(str(old))
+    assert conn.execute("select max(number) from schema_migrations").fetchone()[0] == 7
+    assert "text" in [r[1] for r in conn.execute("pragma table_info(chunks)")]
+    conn.close()
+
+    queries = _queries(vault)
+    assert await _answers(vault, old, queries) == await _answers(vault, fresh, queries)
+
+    conn = sqlean.connect(str(old))
+    assert conn.execute("select max(number) from schema_migrations").fetchone()[0] >= 9
+    assert "text" not in [r[1] for r in conn.execute("pragma table_info(chunks)")]
+    conn.close()
+    # The upgraded file keeps the index in step with edits like a new one.
+    path = sorted(vault.rglob("*.md"))[7]
+    path.write_text(path.read_text(encoding="utf-8") + "\nNotes on quixotic xylophones.\n", encoding="utf-8")
+    await _sync(vault, old)
+    async with open_runtime(_settings(vault, old)) as rt:
+        assert len(await rt.store.read(search_sql.passage_hits, '"xylophones"', 5, NodeFilter())) == 1
+        assert await rt.store.read(_integrity) == "ok"
