@@ -16,11 +16,13 @@ from mcp.server.mcpserver import MCPServer
 
 from server import __version__
 from server.prompts import register_prompts
+from server.resources import NoteResources, ResourceEvents, register_resources
 from server.runtime import open_runtime
 from server.settings import Settings
 from server.signals import SignalStop
 from server.tools import register_tools
 from server.tools.common import AppContext
+from server.tools.listing import LeanToolListing
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
     `stop` (the `serve` command's) makes SIGTERM and Ctrl-C close everything in order and then end the process.
     """
 
+    events = ResourceEvents()  # tells clients when notes come and go (MCP resources/list_changed)
+
     @asynccontextmanager
     async def lifespan(_: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
         try:
@@ -48,7 +52,7 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
                 if settings.watch and rt.sync is not None:
                     from server.live import live_sync
 
-                    await stack.enter_async_context(live_sync(rt))
+                    await stack.enter_async_context(live_sync(rt, on_notes_changed=events.notes_changed))
                 if settings.embedding_provider != "none":
                     # Imported only when configured: model code stays out of start-up otherwise.
                     from server.embeddings.worker import embedding_worker
@@ -67,9 +71,12 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
         instructions=INSTRUCTIONS,
         version=__version__,
         lifespan=lifespan,
+        middleware=[LeanToolListing(), NoteResources(events)],
+        subscriptions=events.bus,
         log_level=settings.log_level if settings.log_level in _LEVELS else "INFO",  # type: ignore[arg-type]
     )
     register_tools(server)
+    register_resources(server)
     register_prompts(server)
     return server
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal
 
@@ -53,6 +53,7 @@ class LiveSync:
         quiet: float = DEFAULT_QUIET,
         storm_threshold: int = STORM_THRESHOLD,
         retry: float = LEASE_RETRY,
+        on_notes_changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.rt = rt
         self.lease = VaultLease.for_database(rt.settings.db_path)
@@ -60,6 +61,7 @@ class LiveSync:
         self._quiet = quiet
         self._storm_threshold = storm_threshold
         self._retry = retry
+        self._on_notes_changed = on_notes_changed  # notes came or went (MCP resources/list_changed)
         self._supervisor: asyncio.Task[None] | None = None
         self._outbox: asyncio.Task[None] | None = None  # the holder's drain of writes other processes queued
         self._outbox_due = asyncio.Event()
@@ -131,6 +133,7 @@ class LiveSync:
             quiet=self._quiet,
             storm_threshold=self._storm_threshold,
             on_update=self._publish,
+            on_notes_changed=self._on_notes_changed,
         )
         await self.reconciler.start()
         self._outbox_due.set()  # drain at once what followers queued while nobody held the lease
@@ -187,13 +190,17 @@ async def live_sync(
     quiet: float = DEFAULT_QUIET,
     storm_threshold: int = STORM_THRESHOLD,
     retry: float = LEASE_RETRY,
+    on_notes_changed: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[LiveSync]:
     """Keep the graph in step with the vault for as long as the context is open (the server's lifespan).
 
     Returns at once: the start-up catch-up runs in the background. With no vault configured it does nothing.
-    The keyword arguments tune the timings (debounce window, storm threshold, lease retry) for tests.
+    The keyword arguments tune the timings (debounce window, storm threshold, lease retry) for tests;
+    `on_notes_changed` is called when the holder's reconciles create, archive or move notes.
     """
-    live = LiveSync(rt, quiet=quiet, storm_threshold=storm_threshold, retry=retry)
+    live = LiveSync(
+        rt, quiet=quiet, storm_threshold=storm_threshold, retry=retry, on_notes_changed=on_notes_changed
+    )
     await live.start()
     try:
         yield live

@@ -67,7 +67,7 @@ async def test_a_realistic_session_over_stdio(seeded: Path, db_path: Path, tmp_p
             assert time.perf_counter() - started < 10  # generous on a shared machine; bench measures it
             assert init.server_info.name == "engrama-vault"
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert len(tools) == 13 and all(n.startswith("engrama_") for n in tools)
+            assert len(tools) == 15 and all(n.startswith("engrama_") for n in tools)
             assert tools["engrama_search"].annotations.read_only_hint is True  # type: ignore[union-attr]
             assert tools["engrama_remember"].annotations.destructive_hint is False  # type: ignore[union-attr]
             assert tools["engrama_relate"].output_schema is not None

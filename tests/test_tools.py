@@ -19,6 +19,8 @@ TOOLS = {
     "engrama_context": "read",
     "engrama_ingest": "read",
     "engrama_surface_insights": "read",
+    "engrama_brief": "read",
+    "engrama_read_note": "read",
     "engrama_remember": "write",
     "engrama_relate": "write",
     "engrama_sync_note": "write",
@@ -75,7 +77,8 @@ async def test_every_tool_has_a_schema_docstring_and_annotations(settings: Setti
         for name, kind in TOOLS.items():
             tool = tools[name]
             assert tool.description and len(tool.description) > 80, name
-            assert tool.output_schema is not None, name
+            # The brief is Markdown for the model to read, not structured data (issue 14).
+            assert (tool.output_schema is not None) is (name != "engrama_brief"), name
             assert tool.annotations is not None and tool.annotations.open_world_hint is False
             assert tool.annotations.read_only_hint is (kind == "read"), name
             if kind != "read":

@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 from vault_sync.errors import VaultError
 from vault_sync.paths import classify
 from vault_sync.reconcile import VaultSync
+from vault_sync.report import ARCHIVED, CREATED, NoteOutcome, SyncReport
 from vault_sync.scan import Presence, presence
 from vault_sync.watch import FOLDER, NOTE, Change, VaultWatcher
 
@@ -115,6 +116,7 @@ class LiveReconciler:
         storm_threshold: int = STORM_THRESHOLD,
         rescan_every: float = RESCAN_EVERY,
         on_update: Callable[[], None] = lambda: None,
+        on_notes_changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.sync = sync
         self.watch = watch
@@ -123,6 +125,8 @@ class LiveReconciler:
         self.last_reconcile_at: datetime | None = None
         self.full_passes = 0  # how many full passes ran (status and tests)
         self._on_update = on_update
+        # Told when notes came or went (created, archived, moved), not on edits: the MCP resource list changed.
+        self._on_notes_changed = on_notes_changed
         self._debouncer: Debouncer[Change] = Debouncer(quiet)
         self._watcher: VaultWatcher | None = None
         self._next_watch_attempt = 0.0
@@ -283,10 +287,12 @@ class LiveReconciler:
 
     async def _sync_notes(self, rels: list[str]) -> None:
         report = await self.sync.sync_paths(rels)
+        self._saw(report)
         log.debug("%d notes reconciled together: %d errors", len(rels), len(report.errors))
 
     async def _sync_note(self, rel: str) -> None:
         outcome = await self.sync.sync_path(rel)
+        self._saw(outcome)
         log.debug("%s: %s", rel, outcome.action)
         if classify(rel) == "conflict":  # listed for the person while it is there (engrama_status)
             await self.sync.note_conflict_copy(rel)
@@ -300,7 +306,7 @@ class LiveReconciler:
         seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
         if seen.state == "there":
             try:
-                await self.sync.sync_vault(folder=rel)
+                self._saw(await self.sync.sync_vault(folder=rel))
                 return
             except VaultError as exc:  # gone again since the look, or it cannot be listed after all
                 seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
@@ -311,7 +317,7 @@ class LiveReconciler:
             return
         known = await self.sync.graph.file_states()
         for path in sorted(p for p in known if _under(rel, p)):
-            await self.sync.sync_path(path)
+            self._saw(await self.sync.sync_path(path))
 
     async def _full_pass(self) -> None:
         self._last_pass = time.monotonic()
@@ -319,6 +325,7 @@ class LiveReconciler:
             report = await self.sync.sync_vault(progress=self._progress)
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
+        self._saw(report)
         self.full_passes += 1
         changed = report.created + report.updated + report.archived
         log.info(
@@ -327,6 +334,15 @@ class LiveReconciler:
             changed,
             len(report.errors),
         )
+
+    def _saw(self, done: NoteOutcome | SyncReport) -> None:
+        """Tell `on_notes_changed` when a reconcile created, archived or moved a note."""
+        if isinstance(done, NoteOutcome):
+            came_or_went = done.action in (CREATED, ARCHIVED) or done.moved_from is not None
+        else:
+            came_or_went = bool(done.created or done.archived or done.moved)
+        if came_or_went:
+            self._on_notes_changed()
 
     def _progress(self, done: int, total: int) -> None:
         self._pass_left = max(total - done, 0)

@@ -1,4 +1,11 @@
-"""What every tool module shares: reaching the runtime, turning domain errors into ToolError, hints."""
+"""What every tool module shares: reaching the runtime, turning domain errors into ToolError, compact results,
+hints.
+
+Results are compact JSON: the structured content, and the same JSON as one text block beside it, without
+indentation. The MCP spec asks a tool with structured output to also return it serialised in a text block, for
+clients that read only text (several desktop clients show the model the text blocks alone), so the text stays;
+what goes is the SDK's `indent=2` pretty-printing, about a fifth of every result's bytes.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ from typing import Any, cast
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel
 
 from server.runtime import NoVaultConfigured, Runtime
 from vault_sync.errors import VaultError
@@ -48,10 +56,15 @@ def tool_errors() -> Iterator[None]:
 
 
 def structured(data: dict[str, Any]) -> CallToolResult:
-    """A result whose structured content is `data` as given, for outputs whose absent keys mean "off"."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, indent=2))], structured_content=data
-    )
+    """A result whose structured content is `data` as given (absent keys mean "off"), and the same compact JSON
+    as its text block."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def result(model: BaseModel) -> CallToolResult:
+    """The tool result for an output model: every field, as compact JSON (see `structured`)."""
+    return structured(model.model_dump(mode="json"))
 
 
 def omit_none(data: dict[str, Any]) -> dict[str, Any]:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server.services.context import context
 from server.store import Node
-from server.tools.common import READ_ONLY, runtime, tool_errors
+from server.tools.common import READ_ONLY, result, runtime, tool_errors
 
 
 class Entity(BaseModel):
@@ -72,29 +73,31 @@ def register(mcp: MCPServer) -> None:
             str | None,
             Field(description="ISO date (e.g. 2025-03-01): show the entity as it was on that day"),
         ] = None,
-    ) -> ContextResult:
+    ) -> Annotated[CallToolResult, ContextResult]:
         """Show one entity with its properties, how they changed (history), and the entities related to
         it (up to 3 hops). Call it when you need the full picture around a project, person or topic, e.g.
         what a project uses and which problems it had, or what was true at some date (as_of). Use
         engrama_search first when you are not sure of the exact name."""
         with tool_errors():
             found = await context(runtime(ctx), name, label, hops, as_of)
-        return ContextResult(
-            node=_entity(found.node),
-            neighbours=[
-                NeighbourOut(
-                    id=n.node.id,
-                    label=n.node.label,
-                    name=n.node.name,
-                    rel_type=n.rel_type,
-                    direction=n.direction,
-                    hops=n.hops,
-                    via=n.via,
-                )
-                for n in found.neighbours
-            ],
-            truncated=found.truncated,
-            also_named=[_entity(n) for n in found.others],
-            history=[PastValueOut.model_validate(p, from_attributes=True) for p in found.history],
-            as_of=found.as_of,
+        return result(
+            ContextResult(
+                node=_entity(found.node),
+                neighbours=[
+                    NeighbourOut(
+                        id=n.node.id,
+                        label=n.node.label,
+                        name=n.node.name,
+                        rel_type=n.rel_type,
+                        direction=n.direction,
+                        hops=n.hops,
+                        via=n.via,
+                    )
+                    for n in found.neighbours
+                ],
+                truncated=found.truncated,
+                also_named=[_entity(n) for n in found.others],
+                history=[PastValueOut.model_validate(p, from_attributes=True) for p in found.history],
+                as_of=found.as_of,
+            )
         )

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from server.services.forget import forget
-from server.tools.common import runtime, tool_errors
+from server.tools.common import result, runtime, tool_errors
 
 # The one tool that may remove something: purge deletes graph rows (and, asked explicitly, moves a note to
 # the trash). Forgetting what is already forgotten changes nothing more, so it is idempotent.
@@ -49,11 +49,11 @@ def register(mcp: MCPServer) -> None:
             bool,
             Field(description="purge only: also move its note to the vault's .trash (only when asked to)"),
         ] = False,
-    ) -> Forgotten:
+    ) -> Annotated[CallToolResult, Forgotten]:
         """Forget an entity when the person asks you to, or says it is no longer true or relevant. The
         default, archive, is reversible: only the `status:` line of its note changes to `archived` and
         search hides it (set the status back in the note to restore it). Use mode=purge only when the person
         wants it gone from memory, and delete_note=true only when they also want the note deleted."""
         with tool_errors():
             done = await forget(runtime(ctx), name, label, mode, delete_note)
-        return Forgotten.model_validate(done, from_attributes=True)
+        return result(Forgotten.model_validate(done, from_attributes=True))

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server.services.ingest import ingest
-from server.tools.common import READ_ONLY, runtime, tool_errors
+from server.tools.common import READ_ONLY, result, runtime, tool_errors
 
 
 class Known(BaseModel):
@@ -36,10 +37,10 @@ def register(mcp: MCPServer) -> None:
             Field(description="note: source is a vault path; text or conversation: source is the text"),
         ] = "note",
         context_hint: Annotated[str | None, Field(description="what the source is about, if known")] = None,
-    ) -> IngestResult:
+    ) -> Annotated[CallToolResult, IngestResult]:
         """Prepare a note, a text or a conversation for memorising: returns its content, instructions on
         which entities and relations to extract with this vault's schema, and the matching entities that
         already exist. Then call engrama_remember and engrama_relate for what you extracted. Writes nothing."""
         with tool_errors():
             done = await ingest(runtime(ctx), source, source_type, context_hint)
-        return IngestResult.model_validate(done, from_attributes=True)
+        return result(IngestResult.model_validate(done, from_attributes=True))

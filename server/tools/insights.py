@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server.reflect import service
-from server.tools.common import READ_ONLY, WRITES_IDEMPOTENT, runtime, tool_errors
+from server.tools.common import READ_ONLY, WRITES_IDEMPOTENT, result, runtime, tool_errors
 
 
 class InsightSummary(BaseModel):
@@ -63,26 +64,26 @@ def register(mcp: MCPServer) -> None:
             list[str] | None,
             Field(description=f"patterns to run (default all): {', '.join(service.PATTERN_NAMES)}"),
         ] = None,
-    ) -> ReflectResult:
+    ) -> Annotated[CallToolResult, ReflectResult]:
         """Look across everything remembered for patterns (shared technologies, solutions that could
         transfer between projects, stale or under-connected knowledge) and keep them as pending insights.
         Call it when a result carries a proactive_hint or the person asks what connects their work; then
         show the insights with engrama_surface_insights. Nothing is approved or written by this."""
         with tool_errors():
             done = await service.reflect(runtime(ctx), patterns)
-        return ReflectResult.model_validate(done, from_attributes=True)
+        return result(ReflectResult.model_validate(done, from_attributes=True))
 
     @mcp.tool(annotations=READ_ONLY)
     async def engrama_surface_insights(
         ctx: Context,
         limit: Annotated[int, Field(ge=1, le=50)] = 5,
         query: Annotated[str | None, Field(max_length=1000, description="favour insights about this")] = None,
-    ) -> Insights:
+    ) -> Annotated[CallToolResult, Insights]:
         """List pending insights for the person to review, with the entities each is about. Present them
         to the person and ask whether to approve or dismiss each; never decide for them."""
         with tool_errors():
             found = await service.surface_insights(runtime(ctx), limit, query)
-        return Insights(insights=[Insight.model_validate(v, from_attributes=True) for v in found])
+        return result(Insights(insights=[Insight.model_validate(v, from_attributes=True) for v in found]))
 
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_approve_insight(
@@ -91,12 +92,12 @@ def register(mcp: MCPServer) -> None:
         action: Annotated[
             Literal["approve", "dismiss"], Field(description="the person's decision")
         ] = "approve",
-    ) -> Decision:
+    ) -> Annotated[CallToolResult, Decision]:
         """Record the person's decision on an insight: approve or dismiss. Call it only after the person
         has said so explicitly in the conversation; dismissed insights are never proposed again."""
         with tool_errors():
             done = await service.decide_insight(runtime(ctx), insight_id, action)
-        return Decision.model_validate(done, from_attributes=True)
+        return result(Decision.model_validate(done, from_attributes=True))
 
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_write_insight_to_vault(
@@ -105,10 +106,10 @@ def register(mcp: MCPServer) -> None:
         target_note: Annotated[
             str | None, Field(description="vault-relative note to write into (default: the entities' notes)")
         ] = None,
-    ) -> Written:
+    ) -> Annotated[CallToolResult, Written]:
         """Write an approved insight into the notes of the entities it is about (or into target_note) as a
         marked section. Only approved insights can be written; writing again changes nothing. Call it when
         the person wants the insight kept in their notes."""
         with tool_errors():
             paths = await service.write_insight_to_vault(runtime(ctx), insight_id, target_note)
-        return Written(written=paths)
+        return result(Written(written=paths))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server.services.entities import RelationSpec
 from server.services.relate import relate
 from server.services.remember import remember
-from server.tools.common import WRITES_IDEMPOTENT, runtime, tool_errors
+from server.tools.common import WRITES_IDEMPOTENT, result, runtime, tool_errors
 
 
 class RelationIn(BaseModel):
@@ -100,7 +101,7 @@ def register(mcp: MCPServer) -> None:
         reason: Annotated[
             str | None, Field(description="why a value changed, kept in the history (e.g. 'changed jobs')")
         ] = None,
-    ) -> Remembered:
+    ) -> Annotated[CallToolResult, Remembered]:
         """Remember something durable about an entity (a project, person, decision, problem, technology...)
         in the person's vault. Call it when the person shares a fact, decision or lesson worth keeping;
         it merges by label + name, so search first and reuse the existing name. Writes or updates the
@@ -112,12 +113,14 @@ def register(mcp: MCPServer) -> None:
             done = await remember(
                 runtime(ctx), label, name, properties, observation, specs, resolve=resolve, reason=reason
             )
-        return Remembered(
-            **{k: v for k, v in vars(done).items() if k not in ("history_kept", "clarifications")},
-            history_kept=list(done.history_kept),
-            clarifications=[
-                ClarificationOut.model_validate(c, from_attributes=True) for c in done.clarifications
-            ],
+        return result(
+            Remembered(
+                **{k: v for k, v in vars(done).items() if k not in ("history_kept", "clarifications")},
+                history_kept=list(done.history_kept),
+                clarifications=[
+                    ClarificationOut.model_validate(c, from_attributes=True) for c in done.clarifications
+                ],
+            )
         )
 
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
@@ -132,23 +135,25 @@ def register(mcp: MCPServer) -> None:
         target_label: Annotated[
             str | None, Field(description="the target's label, if it may not exist yet")
         ] = None,
-    ) -> Related:
+    ) -> Annotated[CallToolResult, Related]:
         """Record a typed relation between two entities, e.g. project USES technology. Call it when the
         person states how two things are connected. Missing entities are created, forgotten ones made
         current again; the relation is written into the source entity's note (its `relations:`
         frontmatter) so it shows in Obsidian."""
         with tool_errors():
             done = await relate(runtime(ctx), source, rel_type, target, source_label, target_label)
-        return Related(
-            created=done.created,
-            edge=Edge(
-                source=done.source,
-                rel_type=done.rel_type,
-                target=done.target,
-                source_id=done.source_id,
-                target_id=done.target_id,
-            ),
-            note_path=done.note_path,
-            message=done.message,
-            revived=list(done.revived),
+        return result(
+            Related(
+                created=done.created,
+                edge=Edge(
+                    source=done.source,
+                    rel_type=done.rel_type,
+                    target=done.target,
+                    source_id=done.source_id,
+                    target_id=done.target_id,
+                ),
+                note_path=done.note_path,
+                message=done.message,
+                revived=list(done.revived),
+            )
         )

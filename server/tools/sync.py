@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server.services.notesync import sync_note, sync_vault
-from server.tools.common import WRITES_IDEMPOTENT, runtime, tool_errors
+from server.tools.common import WRITES_IDEMPOTENT, result, runtime, tool_errors
 
 
 class NoteSyncResult(BaseModel):
@@ -56,13 +57,13 @@ def register(mcp: MCPServer) -> None:
         ctx: Context,
         path: Annotated[str, Field(description="vault-relative note path, e.g. Projects/Engrama.md")],
         dry_run: Annotated[bool, Field(description="report what would change without writing")] = False,
-    ) -> NoteSyncResult:
+    ) -> Annotated[CallToolResult, NoteSyncResult]:
         """Re-read one note into the memory graph right now. Changes made in Obsidian are picked up
         automatically within a second, so call this only when the person says a note was just edited
         and results look stale, or to check a note that will not sync."""
         with tool_errors():
             done = await sync_note(runtime(ctx), path, dry_run=dry_run)
-        return NoteSyncResult.model_validate(done, from_attributes=True)
+        return result(NoteSyncResult.model_validate(done, from_attributes=True))
 
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_sync_vault(
@@ -75,7 +76,7 @@ def register(mcp: MCPServer) -> None:
                 description="archive missing notes even when a large share of the vault is missing at once"
             ),
         ] = False,
-    ) -> VaultSyncResult:
+    ) -> Annotated[CallToolResult, VaultSyncResult]:
         """Reconcile the whole vault (or one folder) with the memory graph: new notes are added, changed
         ones updated, deleted ones archived. This already happens at start-up and on every edit, so call
         it only when the person asks for a full re-sync. Reports progress while it runs. When many notes are
@@ -95,4 +96,4 @@ def register(mcp: MCPServer) -> None:
             )
         if last != [(report.scanned, report.scanned)]:  # unchanged notes are skipped without a tick
             await progress(report.scanned, report.scanned)
-        return VaultSyncResult.model_validate(report.as_dict())
+        return result(VaultSyncResult.model_validate(report.as_dict()))
