@@ -107,7 +107,10 @@ async def run_session(vault: Path, db: Path, log_path: Path) -> list[str]:
     )
     calls: list[str] = []
     with open(log_path.with_suffix(".stderr"), "w", encoding="utf-8") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             names = {t.name for t in (await session.list_tools()).tools}
 
@@ -163,10 +166,10 @@ def report(figures: dict[str, Any]) -> str:
         "standard session (request + response bytes per call):",
     ]
     for call in figures["calls"]:
-        lines.append(
-            f"  {call['tool']:<24} {call['request_bytes']:>6,} + {call['response_bytes']:>7,} bytes"
-        )
-    lines.append(f"session total:       {figures['session_bytes']:>8,} bytes ({tokens(figures['session_bytes'])})")
+        lines.append(f"  {call['tool']:<24} {call['request_bytes']:>6,} + {call['response_bytes']:>7,} bytes")
+    lines.append(
+        f"session total:       {figures['session_bytes']:>8,} bytes ({tokens(figures['session_bytes'])})"
+    )
     both = figures["listing_plus_session_bytes"]
     lines.append(f"listing + session:   {both:>8,} bytes ({tokens(both)})")
     return "\n".join(lines)
@@ -176,8 +179,12 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--relay":  # the relay mode this script spawns itself in
         split = sys.argv.index("--")
         return relay(Path(sys.argv[2]), sys.argv[split + 1 :])
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vault", type=Path, default=EXAMPLE_VAULT, help="vault to copy (default: the example)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--vault", type=Path, default=EXAMPLE_VAULT, help="vault to copy (default: the example)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="engrama-tokens-") as tmp:
@@ -185,7 +192,10 @@ def main() -> int:
         vault, db, log_path = work / "vault", work / "graph.db", work / "wire.jsonl"
         shutil.copytree(args.vault, vault)
         synced = subprocess.run(
-            [COMMAND, "sync", "--vault", str(vault), "--db", str(db)], capture_output=True, text=True, check=False
+            [COMMAND, "sync", "--vault", str(vault), "--db", str(db)],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if synced.returncode not in (0, 1):
             raise SystemExit(f"engrama-vault sync failed: {synced.stderr[-2000:]}")

@@ -1,5 +1,5 @@
 """Sub-commands of `engrama-vault`; each module has `register(subparsers)`."""
 
-from server.commands import brief, decay, init, reflect, serve, status, sync
+from server.commands import brief, decay, init, reflect, search, serve, status, sync
 
-COMMANDS = (init, status, sync, reflect, decay, serve, brief)
+COMMANDS = (init, status, sync, reflect, decay, serve, brief, search)
