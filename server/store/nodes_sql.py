@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
+from pathlib import PurePosixPath
 from typing import Any
 
-from vault_sync.began import earliest, id_began
+from server.search.when import title_date
+from vault_sync.began import earliest, frontmatter_began, id_began, lenient_moment
 from vault_sync.identify import new_engrama_id
 from vault_sync.model import ParsedNote
 
@@ -156,6 +160,56 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         (label, json.dumps(merged, sort_keys=True, default=str), now, now, now, row["id"]),
     )
     return row["id"], row["status"] == "stub"
+
+
+def note_dates(conn: Any, node_ids: Sequence[str]) -> dict[str, date]:
+    """The date each note is about, by the best evidence it carries (ids without any are left out):
+
+    1. its frontmatter `date:` (read as `valid_from` reads dates: ISO, `May 1, 2020`, `[[2020-05-01]]`);
+    2. a date in its file name (a daily note `2024-03-07.md`, `2024-03-07 Standup.md`) or folders
+       (`2024/03/07.md`);
+    3. a date in its title (`Session 3 — 1:56 pm on 8 May, 2023`, `Chat — 2023/05/30 (Tue) 23:42`);
+    4. another start key of its frontmatter (`created:` ...): when it was written, not what it is about;
+    5. `began_at`, the earliest time its file and the graph vouch for.
+    Dates in names and titles are read by `server.search.when.title_date` (a year is required; a numeric
+    date whose day and month could be swapped is not evidence)."""
+    found: dict[str, date] = {}
+    ids = list(dict.fromkeys(node_ids))
+    for at in range(0, len(ids), 500):  # under SQLite's limit on bound parameters
+        part = ids[at : at + 500]
+        rows = conn.execute(
+            f"select id, path, name, properties, began_at from nodes where id in ({','.join('?' * len(part))})",
+            part,
+        ).fetchall()
+        for row in rows:
+            if (day := _note_date(row)) is not None:
+                found[row["id"]] = day
+    return found
+
+
+def _note_date(row: Any) -> date | None:
+    try:
+        properties = json.loads(row["properties"] or "{}")
+    except json.JSONDecodeError:
+        properties = {}
+    properties = properties if isinstance(properties, dict) else {}
+    keyed = {str(k).strip().casefold(): v for k, v in properties.items()}
+    path = row["path"] or ""
+    texts = [PurePosixPath(path).stem, path.removesuffix(".md"), row["name"] or "", str(keyed.get("title") or "")]
+    for moment in (
+        lenient_moment(keyed["date"]) if "date" in keyed else None,
+        *(title_date(text) for text in texts if text),
+        frontmatter_began(properties),
+        row["began_at"],
+    ):
+        if isinstance(moment, date):
+            return moment
+        if moment:
+            try:
+                return date.fromisoformat(moment[:10])
+            except ValueError:
+                continue
+    return None
 
 
 def counts(conn: Any) -> dict[str, int]:
