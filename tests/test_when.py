@@ -87,6 +87,9 @@ def test_calendar_weeks_months_years_and_weekends() -> None:
     assert one("the week before last") == ("2023-05-15", "2023-05-21")
     assert one("in the past 3 days") == ("2023-05-27", "2023-05-30")
     assert one("over the past month") == ("2023-04-30", "2023-05-30")
+    assert one("earlier this week") == ("2023-05-29", "2023-05-30")
+    assert one("over the weekend") == ("2023-05-27", "2023-05-28")
+    assert one("this time last year") == ("2022-05-15", "2022-06-14")  # the month around 30 May 2022
 
 
 def test_weekdays_are_the_most_recent_before_the_reference() -> None:

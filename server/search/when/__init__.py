@@ -12,11 +12,13 @@ and no input makes it raise.
 How phrases become windows (each choice is the plain reading of English, not fitted to any data):
 - A precise phrase is rounded to its own grain: "3 days ago" is that day, "2 weeks ago" the 7 days centred
   14 days back, "2 months ago" a month centred there. Vague counts are ranges ("a couple" 2-3, "a few" 2-4,
-  "several" 3-7) and hedges ("about", "around") widen by one unit, so a vague phrase gets a wider window.
-  "Recently" / "lately" is the past month.
+  "several" 3-7) and a hedge ("about", "around") doubles the rounding, so a vague phrase gets a wider
+  window. "Recently" / "lately" is the past month, "the other day" 1-7 days back, "this time last year" the
+  month around the same day a year back (one grain finer than the unit).
 - Calendar words follow the calendar: "last week" is the Monday-Sunday week before the reference's (ISO
-  weeks), "last weekend" that week's Saturday and Sunday, "last month" / "last year" the previous calendar
-  ones; "in/during/over the past N days" runs back from the reference.
+  weeks), "last weekend" that week's Saturday and Sunday ("over the weekend": the one under way, else that
+  one), "last month" / "last year" the previous calendar ones; "in/during/over the past N days" and "the
+  past week" run back from the reference.
 - A weekday ("on Tuesday", "last Tuesday") is the most recent one before the reference's day; "this" is the
   one in the reference's week, "next" the first after it. Beside another window ("the Wednesday two months
   ago", "on Friday last week") it names the days of that weekday inside that window.
@@ -66,7 +68,7 @@ class TimeIntent:
     one) or "window" (the question is about a time the windows name). `events` holds, for order and
     duration questions, each event as a sub-query ("buy the blender", "buy the espresso machine"). `relation`
     says how the events relate when the question says so: "first" (which came first), "before"/"after" (one
-    event relative to another), "between", "since" or "ago"."""
+    event relative to another), "between", "since", "ago" or "took" (how long something took)."""
 
     kind: Kind
     windows: tuple[Window, ...] = ()

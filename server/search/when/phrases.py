@@ -4,6 +4,8 @@ Each family of phrases is one pattern and one small function (registered in orde
 phrase overlapping one an earlier pattern took is skipped, so "last May" is not also "May", nor
 "May 5, 2023" also "2023". Then neighbouring phrases are read together (`_refine`): ranges, "since", "the
 week before X", a weekday inside another window. The rules are the module docstring of `server.search.when`.
+The module is longer than most because each family is one small function and their order matters (a
+family registered earlier takes its words first); splitting them would scatter that order.
 """
 
 from __future__ import annotations
@@ -165,6 +167,22 @@ def _trailing(m: re.Match[str], today: date) -> Found | None:
         return None  # a bare "the last week" is the calendar's, `_calendar` reads it
     high = _count(m["num"])[1] if m["num"] else 1
     return _found(m, (_moved(today, -high, unit), today), relative=True)
+
+
+@_pattern(r"\b(?:at\s+)?this\s+time\s+last\s+(?P<unit>week|month|year)\b")
+def _this_time_last(m: re.Match[str], today: date) -> Found | None:
+    """The same moment one unit back, to the next finer grain: a year back to the month, a month back to
+    the week, a week back to the day."""
+    unit = m["unit"].lower()
+    center = _moved(today, -1, unit)
+    half = timedelta(days={"year": _HALF["month"], "month": _HALF["week"], "week": 0}[unit])
+    return _found(m, (center - half, center + half), relative=True)
+
+
+@_pattern(r"\b(?:over|during|on|at)\s+the\s+weekend\b")
+def _the_weekend(m: re.Match[str], today: date) -> Found | None:
+    """The weekend now under way, else the one just past."""
+    return _found(m, calendar_span(today, "weekend", 0 if today.weekday() >= 5 else -1), relative=True)
 
 
 @_pattern(r"\bthe\s+(?P<unit>week|weekend|month|year)\s+before\s+last\b")
