@@ -169,7 +169,8 @@ def _changes(got: Gathered, link: Any) -> Section:
     items += _grouped("new", [(e, f"{link(e.name, e.path)} ({e.label})") for e in new])
     items += _grouped("archived", [(e, link(e.name, e.path)) for e in archived])
     items += _grouped("edited", [(e, link(e.name, e.path)) for e in edited])
-    total = len(by_node) + got.counts["total"] - sum(1 for e in got.changed if e.id in by_node)
+    # A node whose facts changed was edited too (its history row and its update come together): count it once.
+    total = max(got.counts["total"], len(by_node))
     title = "Changed since the previous brief" if got.since else "Changed recently"
     return Section("changes", title, tuple(items), max(total, sum(i.covers for i in items)))
 
