@@ -245,10 +245,9 @@ async def test_the_part_read_aside_gives_the_same_ranking_as_reading_it_all_on_o
     def view(
         ranked,
     ) -> list[tuple]:  # the recency signal moves with the clock between calls; the rest must not
-        rows, _ = ranked
         return [
             (c.node_id, c.chunk_id, snippet, {k: v for k, v in c.signals.items() if k != "recency"})
-            for c, _, snippet in rows
+            for c, _, snippet in ranked
         ]
 
     broken: Future[AsideHits] = Future()

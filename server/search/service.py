@@ -32,13 +32,14 @@ from server.search.fts_query import query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
 from server.store import search_sql, vectors_sql, walk_sql
-from server.store.search_sql import NodeFilter, NodeRow
+from server.store.search_sql import NodeFilter, NodeRow, PassageHit
 
 log = logging.getLogger(__name__)
 
 MAX_LIMIT = 50
 MIN_LEADERS = 50  # candidates kept for the graph and recency step (at least 5 x limit)
 QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather than keep the person waiting
+RESCORE_BUDGET = 0.6  # seconds: past it, passages not yet embedded count by their words alone
 DISTILL_WINDOW = 20  # results the distill step may reorder (at least twice the limit)
 WALK_LINKS = 2000  # links fetched per hop of the graph walk: a hub's thousands of backlinks are not all read
 MAX_EMBED_CHARS = 2000  # a question's meaning is in its first lines; long inputs would only slow the embedder
@@ -79,6 +80,8 @@ class Tuning:
     passage_candidates: int = 300
     note_candidates: int = 100
     vector_candidates: int = 100
+    rescore: int = 30  # the best full-text passages the model re-scores (see _rescore)
+    rescore_budget: float | None = RESCORE_BUDGET  # seconds of embedding a query may spend on them
     distill: bool = True  # the top results chosen for coverage (distill.py)
 
 
@@ -166,11 +169,42 @@ async def run_search(
     vector, reason = await _query_vector(rt, query)
     plan = _Plan(query, match, all_names_match(names), tokens, vector, where, limit, tuning)
     aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
-    ranked, vector_reason = await rt.store.read(_rank, plan, aside)
-    if vector_reason is not None:
-        vector, reason = None, vector_reason
+    gathered = await rt.store.read(_gather, plan, aside)
+    semantic: list[tuple[int, str, float]] = []
+    if vector is not None:
+        semantic = await _rescore(rt, vector, gathered, tuning)
+    ranked = await rt.store.read(_finish, plan, gathered, semantic)
     hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
     return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
+
+
+async def _rescore(
+    rt: Runtime, vector: QueryVector, gathered: _Gathered, tuning: Tuning
+) -> list[tuple[int, str, float]]:
+    """Step 1b: the model's view of the best full-text passages. The top `tuning.rescore` passages by bm25
+    that the vector scan did not bring are compared with the query by the embedder; vectors not stored yet
+    are computed now, within `tuning.rescore_budget` seconds, and kept (embedding.ondemand). So the model
+    helps from the first query, before the background backfill has reached those passages."""
+    seen = {chunk_id for chunk_id, _, _ in gathered.vectors}
+    wanted = [h for h in gathered.passages[: tuning.rescore] if h.chunk_id not in seen]
+    if not wanted:
+        return []
+    try:
+        from server.embeddings.ondemand import passage_vectors  # pyright: ignore[reportMissingImports]
+
+        found = await passage_vectors(rt, [h.chunk_id for h in wanted], budget=tuning.rescore_budget)
+    except ImportError:
+        return []
+    except EmbeddingUnavailable as exc:
+        log.info("passages not re-scored by the model: %s", exc)
+        return []
+    query = vector.values
+    return [(h.chunk_id, h.node_id, _dot(query, found[h.chunk_id])) for h in wanted if h.chunk_id in found]
+
+
+def _dot(a: Any, b: Any) -> float:
+    """Cosine similarity of two unit vectors (lists or numpy arrays)."""
+    return float(sum(x * y for x, y in zip(a, b, strict=False)))
 
 
 async def _query_words(rt: Runtime, query: str) -> tuple[list[str], dict[str, int] | None]:
@@ -206,13 +240,34 @@ class _Plan:
 
 def _rank(
     conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None
-) -> tuple[list[tuple[Candidate, NodeRow, str]], str | None]:
-    """The whole ranking as one unit on the database thread (one hop; `aside` is `_aside_hits` running in
-    parallel, or None to do that part here too): (candidate, node, snippet) best first, and why the vector was
-    left out when it was."""
-    found, weights, reason = _gather_candidates(
-        conn, plan.match, plan.names_match, plan.vector, plan.where, plan.tuning, aside
-    )
+) -> list[tuple[Candidate, NodeRow, str]]:
+    """The whole ranking as one unit on the database thread, without the model's re-scoring (`aside` is
+    `_aside_hits` running in parallel, or None to do that part here too): (candidate, node, snippet)."""
+    return _finish(conn, plan, _gather(conn, plan, aside), [])
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """Step 1's hits before fusion: whole notes and passages by bm25, passages by vector scan, the weights
+    of this search's mode, and why the vector scan was left out when it was."""
+
+    notes: dict[str, float]
+    passages: list[PassageHit]
+    vectors: list[tuple[int, str, float]]
+    weights: Weights
+    reason: str | None
+
+
+def _finish(
+    conn: Any, plan: _Plan, gathered: _Gathered, semantic: list[tuple[int, str, float]]
+) -> list[tuple[Candidate, NodeRow, str]]:
+    """Steps 2-4 on the database thread: fuse (with the model's re-scored passages), anchor, expand,
+    distill; (candidate, node, snippet) best first."""
+    weights = gathered.weights
+    vectors = _merged(gathered.vectors, semantic)
+    ids = sorted({h.node_id for h in gathered.passages} | gathered.notes.keys() | {n for _, n, _ in vectors})
+    named = search_sql.notes_matching(conn, plan.names_match, ids) if plan.names_match else None
+    found = fusion.fuse_text(gathered.notes, gathered.passages, vectors, named, weights)
     anchored = _anchor(conn, plan, found, weights)
     # Graph and recency add little unless the question names a note: only the leaders can still reach the top.
     leaders = sorted(found.values(), key=lambda c: -(c.text_score + c.signals.get("anchor", 0.0)))
@@ -251,7 +306,15 @@ def _rank(
             c.step = f"distill (from {by_score[c.node_id] + 1} to {i + 1})"
         else:
             c.step = fusion.main_step(c)
-    return [(c, nodes[c.node_id], texts.get(c.node_id, "")) for c in top], reason
+    return [(c, nodes[c.node_id], texts.get(c.node_id, "")) for c in top]
+
+
+def _merged(
+    scanned: list[tuple[int, str, float]], rescored: list[tuple[int, str, float]]
+) -> list[tuple[int, str, float]]:
+    """The vector scan's passages and the re-scored ones, each passage once."""
+    seen = {chunk_id for chunk_id, _, _ in scanned}
+    return scanned + [hit for hit in rescored if hit[0] not in seen]
 
 
 @dataclass
@@ -410,34 +473,25 @@ def _note_hits(conn: Any, match: str, where: NodeFilter, tuning: Tuning) -> dict
     return dict(search_sql.note_hits(conn, match, tuning.note_candidates, where))
 
 
-def _gather_candidates(
-    conn: Any,
-    match: str,
-    names_match: str | None,
-    vector: QueryVector | None,
-    where: NodeFilter,
-    tuning: Tuning,
-    aside: Future[AsideHits] | None = None,
-) -> tuple[dict[str, Candidate], Weights, str | None]:
-    """Step 1 (on the DB thread): text and vector hits fused into candidates, the weights used, and why the
-    vector was left out when it was. The aside part (`_aside_hits`) is taken from `aside` when given."""
-    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
+def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _Gathered:
+    """Step 1 (on the DB thread): the text and vector hits. The aside part (`_aside_hits`) is taken from
+    `aside` when given. A query the embedder answered makes this a hybrid search even when no passage vector
+    is stored yet (the model re-scores the best passages: `_rescore`)."""
+    tuning, where, vector = plan.tuning, plan.where, plan.vector
+    passages = search_sql.passage_hits(conn, plan.match, tuning.passage_candidates, where)
     # With a vector, the aside part is the vector scan and the notes are scored here, before waiting for it.
-    notes = _note_hits(conn, match, where, tuning) if vector is not None else None
+    notes = _note_hits(conn, plan.match, where, tuning) if vector is not None else None
     extra = (_aside_result(aside) if aside is not None else None) or _aside_hits(
-        conn, match, vector, where, tuning
+        conn, plan.match, vector, where, tuning
     )
     if notes is None:
         notes = extra.notes or {}
-    vectors, reason = extra.vectors, extra.reason
-    weights = tuning.hybrid if vector is not None and reason is None else tuning.fulltext
+    weights = tuning.hybrid if vector is not None else tuning.fulltext
     if not tuning.use_notes:
         weights = replace(weights, note=0.0)
     if weights.note <= 0:
         notes = {}
-    ids = sorted({h.node_id for h in passages} | notes.keys() | {n for _, n, _ in vectors})
-    named = search_sql.notes_matching(conn, names_match, ids) if names_match else None
-    return fusion.fuse_text(notes, passages, vectors, named, weights), weights, reason
+    return _Gathered(notes, passages, extra.vectors, weights, extra.reason)
 
 
 def _aside_result(aside: Future[AsideHits]) -> AsideHits | None:
