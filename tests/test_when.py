@@ -115,6 +115,7 @@ def test_months_and_days_of_months() -> None:
     assert one("May 5th") == one("5 May") == one("the 5th of May") == ("2023-05-05", "2023-05-05")
     assert one("on June 3rd") == ("2022-06-03", "2022-06-03")
     assert one("on 1 May, 2022") == ("2022-05-01", "2022-05-01")
+    assert one("on December 1,2022") == one("December 1 2022") == ("2022-12-01", "2022-12-01")
     assert one("early August, 2023") == ("2023-08-01", "2023-08-10")
     assert one("the last week of September 2023") == ("2023-09-24", "2023-09-30")
     assert one("the first weekend of August 2023") == ("2023-08-05", "2023-08-06")

@@ -255,7 +255,9 @@ def _may_the_verb(m: re.Match[str]) -> bool:
     return m["mon"] == "may" and not m.groupdict().get("year")
 
 
-@_pattern(r"\b" + MONTH + r"\s+" + DAY + r"(?!\d)(?!\s*(?::|%|am\b|pm\b|[ap]\.m\.))(?:,?\s+" + YEAR + r")?\b")
+@_pattern(
+    r"\b" + MONTH + r"\s+" + DAY + r"(?!\d)(?!\s*(?::|%|am\b|pm\b|[ap]\.m\.))(?:(?:,\s*|\s+)" + YEAR + r")?\b"
+)
 def _month_day(m: re.Match[str], today: date) -> Found | None:
     number, day = month(m["mon"]), int(m["day"])
     if not 1 <= day <= 31 or _may_the_verb(m):
