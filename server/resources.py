@@ -10,7 +10,7 @@
   also offered as the template `engrama://note/{+path}` (`+`: the path keeps its slashes).
 - When the watcher sees notes come or go (created, deleted, moved or renamed; not on an edit), the server sends
   `notifications/resources/list_changed`: to each connected client on the handshake protocol (the stdio
-  session, kept from its first message) and on the SDK's subscription bus for `subscriptions/listen` streams.
+  session, kept from its `notifications/initialized`) and on the SDK's subscription bus for `subscriptions/listen` streams.
   Only the process holding the vault's lease watches, so only it sends them.
 
 The SDK's `resources/list` lists registered resources only and has no pagination; the middleware below answers
@@ -62,9 +62,9 @@ class ResourceEvents:
         self._sending: asyncio.Task[None] | None = None
 
     def keep(self, session: ServerSession) -> None:
-        """Remember a client's session (the first message of each connection): the way to notify it later."""
-        if all(kept is not session for kept in self._sessions):
-            self._sessions = [*self._sessions[-7:], session]  # a few at most; stdio has one
+        """Remember a client's connection by the session of its `notifications/initialized`: what is sent
+        through it later goes out on the connection's own channel."""
+        self._sessions = [*self._sessions[-7:], session]  # a few at most; stdio has one
 
     def notes_changed(self) -> None:
         """Called by the live reconciler when notes were created, deleted or moved (on the event loop)."""
@@ -89,9 +89,7 @@ class NoteResources:
         self.events = events
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "notifications/initialized" or (
-            ctx.request_id is not None and ctx.method != "initialize"
-        ):
+        if ctx.method == "notifications/initialized":  # once per connection (a session is made per message)
             self.events.keep(ctx.session)
         answer = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(answer, dict):
