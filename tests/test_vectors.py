@@ -138,10 +138,8 @@ async def test_vectors_of_another_model_are_not_mixed_with_the_query(rt: Runtime
     assert response.results[0].name == "Tomatoes"
 
 
-def test_vectors_are_stored_unit_length() -> None:
-    from array import array
-
-    stored = array("f")
-    stored.frombytes(vectors_sql.vector_blob([3.0, 4.0]))
-    assert list(stored) == pytest.approx([0.6, 0.8])
-    assert vectors_sql.vector_blob([0.0, 0.0]) == array("f", [0.0, 0.0]).tobytes()
+def test_vectors_are_stored_unit_length_as_int8() -> None:
+    stored = vectors_sql.blob_values(vectors_sql.vector_blob([3.0, 4.0]))
+    assert [x / vectors_sql.INT8_SCALE for x in stored] == pytest.approx([0.6, 0.8], abs=0.5 / 127)
+    assert list(vectors_sql.blob_values(vectors_sql.vector_blob([0.0, 0.0]))) == [0, 0]
+    assert list(vectors_sql.blob_values(vectors_sql.vector_blob([-1.0, 0.0]))) == [-127, 0]  # never clipped

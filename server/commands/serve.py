@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--embedding-provider",
         choices=EMBEDDING_PROVIDERS,
-        help="vectors for semantic search: none (full text only, the default), local, openai or fake "
-        "(env EMBEDDING_PROVIDER)",
+        help="vectors for semantic search: auto (the default: local when the [local] extra is installed, "
+        "else none), none (full text only), local, openai or fake (env EMBEDDING_PROVIDER)",
     )
     parser.add_argument(
         "--embedding-model",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from server.embeddings.base import Embedder
 from server.embeddings.fake import FakeEmbedder
-from server.embeddings.local import LocalEmbedder
+from server.embeddings.local import LocalEmbedder, local_available
 from server.embeddings.openai_compat import DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 
-PROVIDERS = ("none", "openai", "local", "fake")
+PROVIDERS = ("auto", "none", "openai", "local", "fake")
 
 
 def make_embedder(
@@ -21,12 +21,15 @@ def make_embedder(
 
     "openai" talks to `base_url` (default: OpenAI's own API, where `model` defaults to text-embedding-3-small;
     any other endpoint, such as Ollama's http://localhost:11434/v1, needs `model`). "local" runs the offline
-    model of the `local` extra; "fake" is the deterministic test embedder. Building one never does I/O: the
-    first `embed` call connects or loads.
+    model of the `local` extra (all-MiniLM-L6-v2 int8); "auto" is "local" when that extra is installed, else
+    "none"; "fake" is the deterministic test embedder. Building one never does I/O: the first `embed` call
+    connects or loads.
     """
     name = (provider or "none").strip().lower()
     if dimensions is not None and dimensions < 1:
         raise ValueError(f"embedding dimensions must be positive, not {dimensions}")
+    if name == "auto":
+        name = "local" if local_available() else "none"
     if name == "none":
         return None
     if name == "openai":

@@ -1,11 +1,13 @@
 """The embedding worker: passages get vectors in the background, so a reconcile never waits for a model.
 
-Reconcile stores passages with `embedded_model` null; this worker picks them up in batches, embeds them and
-stores the vectors (server/store/vectors_sql.py). It also keeps the two status facts search and
-`engrama_status` report: `embedder_status` {configured, provider, model, dimensions, backlog} and
-`search_status` {mode, degraded, reason?}. When the embedder fails (a server down, a wrong size), search
-degrades to full text and says why, passages keep waiting, and the worker retries with exponential backoff;
-the first success restores hybrid search.
+Reconcile stores passages with `embedded_model` null; this worker picks them up in small batches, embeds them
+and stores the vectors (server/store/vectors_sql.py). It runs at low priority: before each batch it waits until
+no query-time embedding runs (priority.py, ondemand.py), and the local model leaves a core free (local.py). It
+keeps the two status facts search and `engrama_status` report: `embedder_status` {configured, provider, model,
+dimensions, choice, backlog, embedded, rate_per_second, eta_seconds, paused} and `search_status` {mode,
+degraded, reason?}. When the embedder fails (a server down, a wrong size), search degrades to full text and
+says why, passages keep waiting, and the worker retries with exponential backoff; the first success restores
+hybrid search.
 
 `embed_pending` is the same work done once, to the end, for the benchmark and tests.
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -22,6 +26,7 @@ import anyio
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable
 from server.embeddings.factory import make_embedder
+from server.embeddings.priority import priority
 from server.runtime import Runtime
 from server.store import vectors_sql
 
@@ -29,13 +34,15 @@ log = logging.getLogger(__name__)
 
 QUERY_EMBEDDER = "query_embedder"  # rt.state key: the embedder search uses for queries
 BATCH_SIZE = 64
+LOCAL_BATCH = 8  # the local model's backfill batch: ~0.3 s of work, so status and priority react quickly
+RATE_WINDOW = 60.0  # seconds of progress the reported rate is measured over
 IDLE_POLL = 1.0  # seconds between looks for new passages when there is nothing to do
 RETRY_MIN, RETRY_MAX = 1.0, 60.0  # backoff after a failure, doubling up to the maximum
 PROBE_TIMEOUT = 10.0
 
 
 def model_key(embedder: Embedder) -> str:
-    """What identifies the vector space: provider and model (e.g. `local:wordllama-l2_supercat`)."""
+    """What identifies the vector space: provider and model (e.g. `local:all-MiniLM-L6-v2-int8`)."""
     return f"{embedder.name}:{embedder.model}"
 
 
@@ -66,16 +73,41 @@ def mark_healthy(rt: Runtime) -> None:
     rt.state["search_status"] = {"mode": "hybrid", "degraded": False}
 
 
-def _set_embedder_status(rt: Runtime, embedder: Embedder, backlog: int) -> None:
+def _set_embedder_status(rt: Runtime, embedder: Embedder, backlog: int, **progress: Any) -> None:
     status: dict[str, Any] = {
         "configured": True,
         "provider": embedder.name,
         "model": embedder.model,
         "backlog": backlog,
+        **progress,
     }
     if embedder.dimensions is not None:
         status["dimensions"] = embedder.dimensions
+    if rt.settings.embedding_choice:
+        status["choice"] = rt.settings.embedding_choice
     rt.state["embedder_status"] = status
+
+
+class Progress:
+    """How fast the backfill goes, over the last RATE_WINDOW seconds, and when it will be done."""
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, int]] = deque()
+
+    def report(self, embedded: int, backlog: int, *, paused: bool) -> dict[str, Any]:
+        now = time.monotonic()
+        self.samples.append((now, embedded))
+        while len(self.samples) > 2 and now - self.samples[1][0] > RATE_WINDOW:
+            self.samples.popleft()
+        report: dict[str, Any] = {"embedded": embedded, "paused": paused}
+        (then, before) = self.samples[0]
+        if backlog and now - then >= 1.0 and embedded > before:
+            rate = (embedded - before) / (now - then)
+            report["rate_per_second"] = round(rate, 1)
+            report["eta_seconds"] = round(backlog / rate)
+        elif not backlog:
+            report["eta_seconds"] = 0
+        return report
 
 
 async def attach_embedder(rt: Runtime, embedder: Embedder) -> None:
@@ -117,12 +149,13 @@ async def embed_batch(rt: Runtime, embedder: Embedder, size: int = BATCH_SIZE) -
         await rt.store.write(vectors_sql.drop_orphans)
         return 0
     vectors = await embedder.embed([chunk.embedding_text() for chunk in pending])
-    return await rt.store.write(_store_batch, model_key(embedder), pending, vectors)
+    return await rt.store.write(store_batch, model_key(embedder), pending, vectors)
 
 
-def _store_batch(
-    conn: Any, model: str, pending: list[vectors_sql.PendingChunk], vectors: list[list[float]]
+def store_batch(
+    conn: Any, model: str, pending: Sequence[vectors_sql.PendingChunk], vectors: Sequence[Sequence[float]]
 ) -> int:
+    """Store a batch's vectors (on the DB thread); the passages edited meanwhile are left waiting."""
     # The table is checked again in this transaction: another process may have rebuilt it for its model.
     vectors_sql.ensure_vector_table(conn, model, len(vectors[0]))
     vectors_sql.store_vectors(conn, model, pending, vectors)
@@ -143,10 +176,11 @@ async def embed_pending(rt: Runtime, embedder: Embedder, *, batch_size: int = BA
 class EmbeddingWorker:
     """The background loop; start with `embedding_worker(rt)`."""
 
-    def __init__(self, rt: Runtime, embedder: Embedder, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, rt: Runtime, embedder: Embedder, batch_size: int | None = None) -> None:
         self.rt = rt
         self.embedder = embedder
-        self.batch_size = batch_size
+        self.batch_size = batch_size or (LOCAL_BATCH if embedder.name == "local" else BATCH_SIZE)
+        self.progress = Progress()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -172,6 +206,7 @@ class EmbeddingWorker:
                     await prepare_vector_table(self.rt, self.embedder)
                     prepared = True
                     mark_healthy(self.rt)
+                await self._yield_to_queries()
                 done = await embed_batch(self.rt, self.embedder, self.batch_size)
                 if done == 0 and current_search_status(self.rt).get("degraded"):
                     await asyncio.wait_for(self.embedder.embed(["probe"]), PROBE_TIMEOUT)  # recovered?
@@ -179,21 +214,31 @@ class EmbeddingWorker:
                 delay = RETRY_MIN
             except (EmbeddingUnavailable, TimeoutError) as exc:
                 mark_degraded(self.rt, str(exc) or "the embedder did not answer in time")
+                await self._publish(paused=True)
                 await self._pause(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
             except Exception:  # the outermost handler of a background task: log, back off, keep serving
                 log.exception("embedding worker failed; retrying in %.0fs", delay)
                 mark_degraded(self.rt, "the embedding worker hit an unexpected error (see the log)")
+                await self._publish(paused=True)
                 await self._pause(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
-            await self._publish_backlog()
+            await self._publish(paused=False)
             if done == 0:
                 await self._pause(IDLE_POLL)
 
-    async def _publish_backlog(self) -> None:
-        _set_embedder_status(self.rt, self.embedder, await self.rt.store.read(vectors_sql.backlog))
+    async def _yield_to_queries(self) -> None:
+        gate = priority(self.rt)
+        if not gate.idle.is_set():
+            await self._publish(paused=True)
+            await gate.idle.wait()
+
+    async def _publish(self, *, paused: bool) -> None:
+        embedded, backlog = await self.rt.store.read(vectors_sql.progress)
+        report = self.progress.report(embedded, backlog, paused=paused)
+        _set_embedder_status(self.rt, self.embedder, backlog, **report)
 
     async def _pause(self, seconds: float) -> None:
         with suppress(TimeoutError):
@@ -203,7 +248,7 @@ class EmbeddingWorker:
 
 @asynccontextmanager
 async def embedding_worker(
-    rt: Runtime, *, embedder: Embedder | None = None, batch_size: int = BATCH_SIZE
+    rt: Runtime, *, embedder: Embedder | None = None, batch_size: int | None = None
 ) -> AsyncIterator[EmbeddingWorker | None]:
     """Run the embedding worker for `rt` (the embedder from settings unless one is given) while inside.
 

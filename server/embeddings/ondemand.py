@@ -1,0 +1,128 @@
+"""Query-time embedding: the vectors a search needs, now, whatever the background backfill has reached.
+
+A note is searchable by full text the moment it is indexed; its passages get vectors later, in the background
+(worker.py). A search must not wait for that, nor go without vectors for the very passages it is ranking, so
+it asks `passage_vectors` for the passages it holds (say bm25's best): the stored ones come from one read,
+the missing ones are embedded at once within a time budget and stored, so the backfill skips them. Query
+vectors go through a small LRU cache (`query_vector`): a conversation repeats its searches.
+
+Query-time work goes first: while any runs, the backfill does not start its next batch (priority.py), and the
+local model's runs are thread-safe, so a query never queues behind a batch in progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from server.embeddings.base import Embedder, EmbeddingUnavailable
+from server.embeddings.priority import priority
+from server.embeddings.worker import (
+    QUERY_EMBEDDER,
+    current_search_status,
+    mark_degraded,
+    model_key,
+    store_batch,
+)
+from server.runtime import Runtime
+from server.store import vectors_sql
+
+if TYPE_CHECKING:
+    import numpy as np
+
+QUERY_CACHE = "query_vector_cache"  # rt.state key
+QUERY_CACHE_SIZE = 256
+MAX_BATCH = 16
+
+
+def active_embedder(rt: Runtime) -> Embedder | None:
+    """The embedder search may use now: configured, attached by the worker, not degraded, sqlite-vec loaded."""
+    embedder = rt.state.get(QUERY_EMBEDDER)
+    if not isinstance(embedder, Embedder) or not rt.store.db.vec.ok:
+        return None
+    return None if current_search_status(rt).get("degraded") else embedder
+
+
+async def query_vector(rt: Runtime, embedder: Embedder, text: str) -> list[float]:
+    """The vector of `text`, from the cache or embedded now (ahead of the backfill); raises
+    EmbeddingUnavailable as `embed` does. The caller sets its own time limit."""
+    cache = rt.state.get(QUERY_CACHE)
+    if not isinstance(cache, OrderedDict):
+        cache = rt.state[QUERY_CACHE] = OrderedDict()
+    key = (model_key(embedder), text)
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    async with priority(rt).foreground():
+        [vector] = await embedder.embed([text])
+    cache[key] = vector
+    while len(cache) > QUERY_CACHE_SIZE:
+        cache.popitem(last=False)
+    return vector
+
+
+async def passage_vectors(
+    rt: Runtime, chunk_ids: Sequence[int], *, budget: float | None
+) -> dict[int, np.ndarray | list[float]]:
+    """Unit vectors of the current model for `chunk_ids`: the stored ones, plus the missing ones embedded now,
+    in the given order, until `budget` seconds are spent (None: all of them); each embedded batch is stored at
+    once, so the backfill skips it. {} at once when no embedder is up. numpy float32 arrays when numpy is
+    installed (always with the `local` extra), else lists of floats. A fresh vector is returned as stored
+    (int8, see vectors_sql), so a passage scores the same before and after the backfill reaches it.
+
+    Cost: everything stored is one read (~1.5 ms per 100 ids). A missing passage of ~120 words costs the
+    local MiniLM ~30-50 ms on 2 cores (its session uses all cores but one); a remote endpoint costs a round
+    trip per batch. So at 10,000 notes while backfilling, a budget of ~0.5 s embeds ~10-15 passages within the
+    issue's p95 <= 1 s; once backfilled the budget is never used. A batch is sized to the budget left from the
+    measured cost, so the budget is overrun by at most about one passage.
+    """
+    embedder = active_embedder(rt)
+    ids = list(dict.fromkeys(chunk_ids))
+    if embedder is None or not ids:
+        return {}
+    key = model_key(embedder)
+    found: dict[int, Any] = {
+        i: _unit(blob) for i, blob in (await rt.store.read(vectors_sql.stored_vectors, key, ids)).items()
+    }
+    missing = [i for i in ids if i not in found]
+    if missing and (budget is None or budget > 0):
+        found.update(await _embed_now(rt, embedder, missing, budget))
+    return {i: found[i] for i in ids if i in found}
+
+
+async def _embed_now(
+    rt: Runtime, embedder: Embedder, missing: list[int], budget: float | None
+) -> dict[int, Any]:
+    deadline = None if budget is None else time.monotonic() + budget
+    waiting = await rt.store.read(vectors_sql.unembedded_chunks, missing)
+    gate = priority(rt)
+    found: dict[int, Any] = {}
+    async with gate.foreground():
+        while waiting:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            size = MAX_BATCH if left is None else int(max(1, min(MAX_BATCH, left / gate.seconds_per_passage)))
+            batch, waiting = waiting[:size], waiting[size:]
+            started = time.monotonic()
+            try:
+                vectors = await embedder.embed([chunk.embedding_text() for chunk in batch])
+            except EmbeddingUnavailable as exc:
+                mark_degraded(rt, str(exc))
+                break
+            gate.learn(len(batch), time.monotonic() - started)
+            await rt.store.write(store_batch, model_key(embedder), batch, vectors)
+            found.update(
+                (chunk.id, _unit(vectors_sql.vector_blob(v))) for chunk, v in zip(batch, vectors, strict=True)
+            )
+    return found
+
+
+def _unit(blob: bytes) -> Any:
+    try:
+        import numpy as np
+    except ImportError:
+        return [x / vectors_sql.INT8_SCALE for x in vectors_sql.blob_values(blob)]
+    return np.frombuffer(blob, dtype=np.int8).astype(np.float32) / np.float32(vectors_sql.INT8_SCALE)
