@@ -38,9 +38,9 @@ def register(mcp: MCPServer) -> None:
         ] = "note",
         context_hint: Annotated[str | None, Field(description="what the source is about, if known")] = None,
     ) -> Annotated[CallToolResult, IngestResult]:
-        """Prepare a note, a text or a conversation for memorising: returns its content, instructions on
-        which entities and relations to extract with this vault's schema, and the matching entities that
-        already exist. Then call engrama_remember and engrama_relate for what you extracted. Writes nothing."""
+        """Prepare a note, a text or a conversation for memorising: its content, what entities and relations
+        to extract with this vault's schema, and the matching entities that already exist. Then call
+        engrama_remember and engrama_relate for what you extracted. Writes nothing."""
         with tool_errors():
             done = await ingest(runtime(ctx), source, source_type, context_hint)
         return result(IngestResult.model_validate(done, from_attributes=True))

@@ -11,7 +11,7 @@ needs to be, and this middleware rewrites the `tools/list` answer to remove them
 - output schemas spelled out to the last nested field, with descriptions: more than half of the listing. A
   client needs an output schema to know that a tool answers with structured content and to check its shape; a
   model reads the result itself, whose keys name what they hold. So the listing publishes each result's top
-  level (its keys, their JSON types, which ones are always there). What a model must know to act on a result
+  level (its keys and their JSON types). What a model must know to act on a result
   is said in the tool's description instead. The tools still validate their results against the full models.
 
 Input schemas keep every description, default, bound and enum: they are what the model reads to call a tool.
@@ -84,14 +84,15 @@ def _collapse_nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def top_level(schema: dict[str, Any]) -> dict[str, Any]:
-    """The top level of an output schema: each key with its JSON type(s), and the keys always present."""
+    """The top level of an output schema: each key with its JSON type(s).
+
+    `required` is left out too: a client reading the result sees which keys are there, and the model never
+    reads it; the tools' models (and the SDK's check of every result against them) keep the full contract."""
     properties = schema.get("properties", {})
     out: dict[str, Any] = {
         "type": "object",
         "properties": {name: _json_type(sub, schema.get("$defs", {})) for name, sub in properties.items()},
     }
-    if schema.get("required"):
-        out["required"] = schema["required"]
     return out
 
 

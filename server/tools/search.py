@@ -108,4 +108,9 @@ def register(mcp: MCPServer) -> None:
                 or None,
                 proactive_hint=await reflect_hooks.proactive_hint(rt),
             )
-            return structured(omit_none(result.model_dump(mode="json")))
+            found = omit_none(result.model_dump(mode="json"))
+            for hit in found["results"]:  # explain's keys only when asked for: each hit would carry two nulls
+                for key in ("step", "signals"):
+                    if hit.get(key) is None:
+                        hit.pop(key, None)
+            return structured(found)

@@ -91,8 +91,8 @@ class Status(_Open):
 def register(mcp: MCPServer) -> None:
     @mcp.tool(annotations=READ_ONLY)
     async def engrama_status(ctx: Context) -> Annotated[CallToolResult, Status]:
-        """Report the state of the memory: how many entities the graph holds, which vault is synced and
-        whether it is being watched, writes still waiting to reach the vault (outbox), whether search is
-        hybrid or full-text only, and the active schema profile. Call it when memory tools behave unexpectedly or the person asks what is set up."""
+        """The state of the memory: entities in the graph, the vault and whether it is watched, writes
+        waiting to reach it (outbox), search mode (hybrid or full text) and the schema profile. Call it when
+        memory tools behave unexpectedly or the person asks what is set up."""
         with tool_errors():
             return structured(await build_status(runtime(ctx)))

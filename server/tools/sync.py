@@ -58,9 +58,8 @@ def register(mcp: MCPServer) -> None:
         path: Annotated[str, Field(description="vault-relative note path, e.g. Projects/Engrama.md")],
         dry_run: Annotated[bool, Field(description="report what would change without writing")] = False,
     ) -> Annotated[CallToolResult, NoteSyncResult]:
-        """Re-read one note into the memory graph right now. Changes made in Obsidian are picked up
-        automatically within a second, so call this only when the person says a note was just edited
-        and results look stale, or to check a note that will not sync."""
+        """Re-read one note into the graph now. Edits in Obsidian are picked up within a second, so call it
+        only when results look stale after an edit, or to check a note that will not sync."""
         with tool_errors():
             done = await sync_note(runtime(ctx), path, dry_run=dry_run)
         return result(NoteSyncResult.model_validate(done, from_attributes=True))
@@ -77,11 +76,10 @@ def register(mcp: MCPServer) -> None:
             ),
         ] = False,
     ) -> Annotated[CallToolResult, VaultSyncResult]:
-        """Reconcile the whole vault (or one folder) with the memory graph: new notes are added, changed
-        ones updated, deleted ones archived. This already happens at start-up and on every edit, so call
-        it only when the person asks for a full re-sync. Reports progress while it runs. When many notes are
-        missing at once nothing is archived (archive_held_back); pass confirm_archive=true only after the
-        person confirms they deleted them."""
+        """Reconcile the whole vault (or one folder) with the graph: new notes added, changed ones updated,
+        deleted ones archived. This already happens at start-up and on every edit: call it only when the
+        person asks for a full re-sync. When many notes are missing at once nothing is archived
+        (archive_held_back); pass confirm_archive=true only after the person confirms they deleted them."""
 
         last: list[tuple[int, int]] = []
 
