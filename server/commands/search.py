@@ -1,7 +1,8 @@
 """`engrama-vault search`: search the memory from a shell, ranked exactly as the `engrama_search` tool ranks.
 
 Before searching it catches the graph up with notes changed while no server was running (reading them only:
-it never writes into a note); `--no-sync` skips that, for a vault a running server already keeps in step.
+it never writes into a note, so a new note still without its engrama_id waits for a running server or
+`engrama-vault sync` to give it one); `--no-sync` skips the catch-up, for a vault a running server keeps in step.
 """
 
 from __future__ import annotations
