@@ -1,0 +1,135 @@
+"""Query-time embedding: the passages a search needs get vectors now (within a budget), stored at once so the
+backfill skips them; query vectors are cached; the backfill waits while query-time embedding runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+
+from server.embeddings import FakeEmbedder
+from server.embeddings.ondemand import passage_vectors, query_vector
+from server.embeddings.priority import priority
+from server.embeddings.worker import attach_embedder, embedding_worker, prepare_vector_table
+from server.runtime import Runtime, open_runtime
+from server.settings import Settings
+from server.store import vectors_sql
+
+
+class SlowEmbedder(FakeEmbedder):
+    """The fake, taking `per_text` seconds per text, as a real model does."""
+
+    def __init__(self, per_text: float) -> None:
+        super().__init__(16)
+        self.per_text = per_text
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        await asyncio.sleep(self.per_text * len(texts))
+        return await super().embed(texts)
+
+
+@pytest.fixture
+async def rt(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    for i in range(24):
+        (vault / f"Note {i}.md").write_text(f"Note {i} is about topic {i % 5}.\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, watch=False, embedding_provider="fake")
+    async with open_runtime(settings) as runtime:
+        await runtime.require_sync().sync_vault()
+        yield runtime
+
+
+async def chunk_ids(rt: Runtime) -> list[int]:
+    return await rt.store.read(lambda c: [r[0] for r in c.execute("select id from chunks order by id")])
+
+
+async def up(rt: Runtime, embedder: FakeEmbedder) -> None:
+    await prepare_vector_table(rt, embedder)
+    await attach_embedder(rt, embedder)
+    embedder.calls.clear()  # the probe
+
+
+async def test_missing_vectors_are_embedded_stored_and_not_embedded_again(rt: Runtime) -> None:
+    embedder = FakeEmbedder(16)
+    await up(rt, embedder)
+    ids = await chunk_ids(rt)
+    wanted = [ids[5], ids[2], ids[9]]
+    first = await passage_vectors(rt, wanted, budget=None)
+    assert list(first) == wanted  # in the order asked
+    assert sum(len(batch) for batch in embedder.calls) == 3
+    assert await rt.store.read(vectors_sql.backlog) == len(ids) - 3  # stored: the backfill skips them
+    texts = await rt.store.read(vectors_sql.unembedded_chunks, ids)
+    assert not {c.id for c in texts} & set(wanted)
+    again = await passage_vectors(rt, [*wanted, ids[0]], budget=None)
+    assert sum(len(batch) for batch in embedder.calls) == 4  # only ids[0] was new
+    for chunk_id in wanted:
+        assert list(again[chunk_id]) == pytest.approx(list(first[chunk_id]))  # as stored, both times
+        assert float(sum(x * x for x in again[chunk_id])) == pytest.approx(1.0, abs=0.02)
+
+
+async def test_a_vector_returned_is_the_stored_one(rt: Runtime) -> None:
+    embedder = FakeEmbedder(16)
+    await up(rt, embedder)
+    [chunk_id] = (await chunk_ids(rt))[:1]
+    [pending] = await rt.store.read(vectors_sql.unembedded_chunks, [chunk_id])
+    exact = embedder.vector(pending.embedding_text())
+    [vector] = (await passage_vectors(rt, [chunk_id], budget=None)).values()
+    assert sum(a * b for a, b in zip(exact, vector, strict=True)) > 0.999  # int8 keeps the direction
+
+
+async def test_the_budget_bounds_the_time_spent_embedding(rt: Runtime) -> None:
+    per_text = 0.03
+    embedder = SlowEmbedder(per_text)
+    await up(rt, embedder)
+    ids = await chunk_ids(rt)
+    assert await passage_vectors(rt, ids, budget=0) == {}  # nothing stored yet, no time to embed
+    assert embedder.calls == []
+    started = time.monotonic()
+    found = await passage_vectors(rt, ids, budget=0.2)
+    spent = time.monotonic() - started
+    assert 0 < len(found) < len(ids)
+    assert spent < 0.2 + 2 * per_text + 0.1  # at most about one passage over, plus the store
+    assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)  # what was embedded was kept
+    assert list(found) == ids[: len(found)]  # in the order given: the caller's best passages first
+
+
+async def test_nothing_is_embedded_without_an_embedder_up(rt: Runtime) -> None:
+    assert await passage_vectors(rt, await chunk_ids(rt), budget=None) == {}
+
+
+async def test_query_vectors_are_cached(rt: Runtime) -> None:
+    embedder = FakeEmbedder(16)
+    await up(rt, embedder)
+    first = await query_vector(rt, embedder, "where are the tomatoes")
+    assert await query_vector(rt, embedder, "where are the tomatoes") == first
+    assert embedder.calls == [["where are the tomatoes"]]
+
+
+async def test_the_backfill_waits_while_query_time_embedding_runs(rt: Runtime) -> None:
+    embedder = FakeEmbedder(16)
+    waiting = await rt.store.read(vectors_sql.backlog)
+    query = AsyncExitStack()
+    await query.enter_async_context(priority(rt).foreground())  # a query is embedding
+    async with embedding_worker(rt, embedder=embedder) as worker:
+        assert worker is not None
+        await until(lambda: status(rt).get("paused") is True)
+        assert await rt.store.read(vectors_sql.backlog) == waiting  # not a passage embedded meanwhile
+        assert status(rt)["backlog"] == waiting and embedder.calls == [["dimension probe"]]
+        await query.aclose()  # the query is done: the backfill goes on
+        await until(lambda: status(rt).get("backlog") == 0)
+        assert status(rt)["embedded"] == waiting and status(rt)["paused"] is False
+
+
+def status(rt: Runtime) -> dict:
+    found = rt.state.get("embedder_status")
+    return found if isinstance(found, dict) else {}
+
+
+async def until(check, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
