@@ -144,17 +144,40 @@ def tally(log_path: Path) -> dict[str, Any]:
         elif entry["dir"] == "<" and "id" in message and message["id"] in requests:
             method, tool, request_bytes = requests.pop(message["id"])
             exchanges.append(
-                {"method": method, "tool": tool, "request_bytes": request_bytes, "response_bytes": size}
+                {
+                    "method": method,
+                    "tool": tool,
+                    "request_bytes": request_bytes,
+                    "response_bytes": size,
+                    "pretty_response_bytes": size + _indent_cost(message),
+                }
             )
     listing = next(e for e in exchanges if e["method"] == "tools/list")
     session = [e for e in exchanges if e["method"] == "tools/call"]
     total = sum(e["request_bytes"] + e["response_bytes"] for e in session)
+    pretty = sum(e["request_bytes"] + e["pretty_response_bytes"] for e in session)
     return {
         "tools_list_bytes": listing["response_bytes"],
         "session_bytes": total,
+        "session_bytes_if_pretty_printed": pretty,
         "listing_plus_session_bytes": listing["response_bytes"] + total,
         "calls": session,
     }
+
+
+def _indent_cost(message: dict[str, Any]) -> int:
+    """How many more bytes the response would take with its JSON text block indented (the SDK's default for a
+    tool returning a model), measured on this very response: a same-run baseline for the compact results."""
+    extra = 0
+    for block in (message.get("result") or {}).get("content", []):
+        try:
+            value = json.loads(block.get("text", ""))
+        except ValueError:
+            continue  # Markdown (the brief), not JSON
+        compact = json.dumps(json.dumps(value, ensure_ascii=False, separators=(",", ":")), ensure_ascii=False)
+        pretty = json.dumps(json.dumps(value, ensure_ascii=False, indent=2), ensure_ascii=False)
+        extra += len(pretty.encode("utf-8")) - len(compact.encode("utf-8"))
+    return extra
 
 
 def report(figures: dict[str, Any]) -> str:
@@ -170,6 +193,8 @@ def report(figures: dict[str, Any]) -> str:
     lines.append(
         f"session total:       {figures['session_bytes']:>8,} bytes ({tokens(figures['session_bytes'])})"
     )
+    pretty = figures["session_bytes_if_pretty_printed"]
+    lines.append(f"  (the same session with indented JSON text blocks: {pretty:,} bytes)")
     both = figures["listing_plus_session_bytes"]
     lines.append(f"listing + session:   {both:>8,} bytes ({tokens(both)})")
     return "\n".join(lines)
