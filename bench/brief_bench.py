@@ -19,6 +19,7 @@ import random
 import statistics
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 from bench import vaultgen
@@ -41,6 +42,14 @@ def write_vault(root: Path, notes: int, corpus: str, seed: int = 0) -> list[Path
         return vaultgen.generate_vault(root, notes, seed, "brief-short")
     finally:
         del vaultgen.CORPORA["brief-short"]
+
+
+def give_ids(paths: list[Path]) -> None:
+    """Put an `engrama_id:` line into each generated note, so a sync that writes no notes (a follower, as
+    the tests use: ten thousand fsynced id writes would be most of their set-up time) indexes them all."""
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text.replace("---\n", f"---\nengrama_id: {uuid.uuid4()}\n", 1), encoding="utf-8")
 
 
 def edit_statuses(paths: list[Path], count: int, seed: int = 0) -> list[str]:

@@ -61,9 +61,10 @@ def run(args: argparse.Namespace) -> int:
         async with open_runtime(settings, writable=False) as rt:
             if rt.sync is not None and not args.no_sync:
                 report = await rt.sync.sync_vault()
-                if report.errors:
-                    log.warning(
-                        "%d note(s) could not be read; `engrama-vault sync` names them", len(report.errors)
+                if report.errors:  # new notes among them: only the process holding the vault names them
+                    log.info(
+                        "%d note(s) not brought up to date; `engrama-vault sync` names them",
+                        len(report.errors),
                     )
             brief = await render_brief(
                 rt,
