@@ -143,3 +143,16 @@ def test_vectors_are_stored_unit_length_as_int8() -> None:
     assert [x / vectors_sql.INT8_SCALE for x in stored] == pytest.approx([0.6, 0.8], abs=0.5 / 127)
     assert list(vectors_sql.blob_values(vectors_sql.vector_blob([0.0, 0.0]))) == [0, 0]
     assert list(vectors_sql.blob_values(vectors_sql.vector_blob([-1.0, 0.0]))) == [-127, 0]  # never clipped
+
+
+async def test_a_float_table_from_an_older_version_is_rebuilt_as_int8(rt: Runtime) -> None:
+    def older_version(conn) -> None:  # what this project wrote before int8 storage: float32, no storage key
+        conn.execute(f"create virtual table {vectors_sql.VEC_TABLE} using vec0(embedding float[16])")
+        conn.execute("insert into meta (key, value) values ('vectors_model', 'fake:fake-hash')")
+        conn.execute("insert into meta (key, value) values ('vectors_dimensions', '16')")
+
+    await rt.store.write(older_version)
+    assert await rt.store.read(vectors_sql.vector_space) is None  # search does not scan it
+    assert await rt.store.write(vectors_sql.ensure_vector_table, "fake:fake-hash", 16) is True
+    assert await rt.store.read(vectors_sql.vector_space) == ("fake:fake-hash", 16)
+    assert await embed_pending(rt, FakeEmbedder(16)) == len((await ids(rt))[0])
