@@ -77,7 +77,9 @@ async def test_a_question_holding_a_full_name_ranks_that_note_near_the_top(
 ) -> None:
     write(vault, "Projects/Harbor Analytics.md", "Dashboards for the port authority.\n")
     for i in range(10):
-        write(vault, f"Log/Day {i}.md", f"Blocking issue {i}: the blocking migration is blocking the release.\n")
+        write(
+            vault, f"Log/Day {i}.md", f"Blocking issue {i}: the blocking migration is blocking the release.\n"
+        )
     await runtime.require_sync().sync_vault()
     hits = (await search(runtime, "what is blocking Harbor Analytics?", explain=True)).results
     assert "Harbor Analytics" in [h.name for h in hits[:3]]
@@ -197,7 +199,9 @@ def test_a_copy_of_a_shown_passage_gives_way_to_a_different_note() -> None:
 async def test_evidence_spread_over_three_notes_fills_the_top_five_before_copies(
     runtime: Runtime, vault: Path
 ) -> None:
-    strong = "Doctor visit: Dr. Okafor checked my knee, the knee doctor said rest the knee, knee doctor again.\n"
+    strong = (
+        "Doctor visit: Dr. Okafor checked my knee, the knee doctor said rest the knee, knee doctor again.\n"
+    )
     for i in range(4):  # the same strong log pasted into four notes
         write(vault, f"Chats/Copy {i}.md", strong)
     write(vault, "Chats/Dentist.md", "Saw the dentist, Dr. Haas, about a cracked molar. Another doctor.\n")
@@ -208,3 +212,49 @@ async def test_evidence_spread_over_three_notes_fills_the_top_five_before_copies
     names = await top_names(runtime, "which doctors did I visit?", limit=5)
     assert {"Dentist", "Skin"} <= set(names)
     assert len([n for n in names if n.startswith("Copy")]) <= 3
+
+
+# --- time routing -----------------------------------------------------------------------------------------
+
+
+async def test_time_words_favour_the_note_dated_in_their_window(runtime: Runtime, vault: Path) -> None:
+    """Against a fixed reference time, "last Saturday" is 2023-05-27: of notes matching the question alike,
+    the one dated that day (by frontmatter, by a daily-note name) comes first; asked days earlier, another."""
+    write(vault, "Daily/2023-05-27.md", "Hiked the ridge trail with Rachel, then a picnic.\n")
+    write(
+        vault,
+        "Log/Ridge walk.md",
+        "---\ndate: 2023-05-20\n---\nHiked the coast path with Tom, then a swim.\n",
+    )
+    write(vault, "Log/Lake day.md", "---\ndate: 2023-03-02\n---\nHiked the lake loop with Ana, then a nap.\n")
+    filler = "The club meets on Sundays to plan the season, the budget, the new maps and the kit list"
+    for i in range(6):  # weaker matches, so the text scores have a scale
+        write(vault, f"Notes/Club {i}.md", f"{filler}; a hike is planned for autumn, note {i}.\n")
+    await runtime.require_sync().sync_vault()
+    question = "where did I hike last Saturday?"
+    hits = (await search(runtime, question, reference_time="2023-05-30T23:42:00", explain=True)).results
+    assert hits[0].name == "2023-05-27"
+    assert hits[0].signals is not None and hits[0].signals["time"] > 0
+    assert (await top_names(runtime, question, reference_time="2023-05-24"))[0] == "Ridge walk"
+
+
+async def test_an_order_question_brings_every_event_into_the_first_places(
+    runtime: Runtime, vault: Path
+) -> None:
+    write(vault, "Log/Blender.md", "Bought the blender at the market.\n")
+    write(vault, "Log/Espresso.md", "The espresso machine arrived; bought it online.\n")
+    for i in range(8):
+        write(
+            vault,
+            f"Log/Market {i}.md",
+            f"Which stall first? Market day {i}: bought bread, bought cheese first.\n",
+        )
+    await runtime.require_sync().sync_vault()
+    question = "Which did I buy first, the blender or the espresso machine?"
+    hits = (await search(runtime, question, limit=5, explain=True)).results
+    assert {"Blender", "Espresso"} <= {h.name for h in hits[:3]}
+
+
+async def test_a_bad_reference_time_says_which_format_is_expected(runtime: Runtime) -> None:
+    with pytest.raises(ValueError, match="reference_time must be an ISO date"):
+        await search(runtime, "anything", reference_time="last tuesday")

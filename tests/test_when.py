@@ -368,3 +368,16 @@ async def test_note_dates_of_many_notes_in_one_call(rt: Runtime, vault: Path) ->
     dated = await rt.store.read(note_dates, list(paths))
     assert len(dated) == 600
     assert all(dated[node].isoformat() == Path(path).stem for node, path in paths.items())
+
+
+def test_a_month_named_without_a_year_fits_that_month_of_any_year() -> None:
+    """ "When did we go camping in June?" asks which June: a June three years back fits as well as the last
+    one, May does not; "last June" stays the most recent finished June."""
+    asked = datetime(2026, 11, 23, 10, 0)
+    intent = resolve("When did Melanie go camping in June?", asked)
+    assert intent is not None
+    assert intent.fit(date(2023, 6, 14)) == 1.0
+    assert intent.fit(date(2026, 6, 2)) == 1.0
+    assert intent.fit(date(2023, 3, 1)) < 0.1
+    last = resolve("what did I do last June?", asked)
+    assert last is not None and last.fit(date(2023, 6, 14)) < 0.1 and last.fit(date(2026, 6, 14)) == 1.0

@@ -10,6 +10,9 @@ Signals, each scaled to 0..1 over this query's candidates (min-max) and then wei
 - `anchor`: the question holds the note's name or an alias (anchors.py);
 - `graph`: the share of a graph walk from the named entities and strongest hits the note receives (walk.py),
   scaled so the note receiving most gets the full weight;
+- `time`: how well the note's date fits the window the question's time words name ("last Saturday", "in
+  May": search/when/), against the search's reference time. A supporting cue, as a name is: it reorders notes
+  that are close on text and never wins on its own (0.2, below the names bonus);
 - `recency`: confidence x 2^(-days since update / half-life).
 
 Min-max rather than reciprocal-rank fusion: on LoCoMo, RRF lost ~1 point of MRR between the two bm25 rankings
@@ -41,6 +44,7 @@ class Weights:
     graph: float = 0.1  # the most linked-to note of a walk from the text hits alone (walk.py)
     graph_anchored: float = 0.5  # the same when the question names an entity (anchors.py): see below
     anchor: float = 0.5  # a note whose full name the question holds (times the name's strength)
+    time: float = 0.2  # a note dated inside the window the question's time words name (when/), times its fit
     recency: float = 0.05
     half_life_days: float = 30.0
     graph_seeds: int = 5  # neighbours of this many top hits are boosted

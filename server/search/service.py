@@ -27,11 +27,11 @@ from typing import Any
 from server.embeddings.base import Embedder, EmbeddingUnavailable
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
-from server.search import anchors, distill, fusion, telling, walk
+from server.search import anchors, distill, fusion, telling, walk, when
 from server.search.fts_query import query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
-from server.store import search_sql, vectors_sql, walk_sql
+from server.store import nodes_sql, search_sql, vectors_sql, walk_sql
 from server.store.search_sql import NodeFilter, NodeRow, PassageHit
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,7 @@ QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather th
 RESCORE_BUDGET = 0.6  # seconds: past it, passages not yet embedded count by their words alone
 DISTILL_WINDOW = 20  # results the distill step may reorder (at least twice the limit)
 WALK_LINKS = 2000  # links fetched per hop of the graph walk: a hub's thousands of backlinks are not all read
+MAX_EVENTS = 3  # events of an order or duration question searched on their own
 MAX_EMBED_CHARS = 2000  # a question's meaning is in its first lines; long inputs would only slow the embedder
 
 
@@ -83,6 +84,7 @@ class Tuning:
     rescore: int = 30  # the best full-text passages the model re-scores (see _rescore)
     rescore_budget: float | None = RESCORE_BUDGET  # seconds of embedding a query may spend on them
     distill: bool = True  # the top results chosen for coverage (distill.py)
+    time_routing: bool = True  # time words favour notes dated then; order questions fetch every event
 
 
 DEFAULT_TUNING = Tuning()
@@ -153,6 +155,7 @@ async def run_search(
     reference: datetime | None = None,
 ) -> SearchResponse:
     """`search` with explicit tuning (the benchmark's entry point; the tool goes through `search`)."""
+    intent = when.resolve(query, reference or datetime.now().astimezone()) if tuning.time_routing else None
     tokens, repeats = await _query_words(rt, query)
     names = [name for name in query_names(query) if name in tokens]
     match = weighted_match(
@@ -167,7 +170,7 @@ async def run_search(
         mode, reason = _mode_without_query(rt)
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
-    plan = _Plan(query, match, all_names_match(names), tokens, vector, where, limit, tuning)
+    plan = _Plan(query, match, all_names_match(names), tokens, vector, where, limit, tuning, intent)
     aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
     gathered = await rt.store.read(_gather, plan, aside)
     semantic: list[tuple[int, str, float]] = []
@@ -175,7 +178,38 @@ async def run_search(
         semantic = await _rescore(rt, vector, gathered, tuning)
     ranked = await rt.store.read(_finish, plan, gathered, semantic)
     hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
+    if intent is not None and len(intent.events) > 1 and intent.kind in ("order", "duration"):
+        hits = await _with_every_event(rt, hits, intent.events, where, limit, explain, tuning, reference)
     return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
+
+
+async def _with_every_event(
+    rt: Runtime,
+    hits: list[SearchHit],
+    events: tuple[str, ...],
+    where: NodeFilter,
+    limit: int,
+    explain: bool,
+    tuning: Tuning,
+    reference: datetime | None,
+) -> list[SearchHit]:
+    """An order or duration question ("which came first, X or Y?", "how many days between X and Y?") is
+    answered from every event's note: each event is searched on its own, and its best note, when the
+    question's own ranking left it out of the first places, is put right after the first result (step
+    "time: event"). The question's own ranking keeps the rest of its order."""
+    single = replace(tuning, time_routing=False)
+    firsts: list[SearchHit] = []
+    for event in events[:MAX_EVENTS]:
+        found = (await run_search(rt, event, where, 1, explain, single, reference=reference)).results
+        if found and found[0].id not in {h.id for h in firsts}:
+            firsts.append(found[0])
+    head = min(len(events[:MAX_EVENTS]) + 1, limit)
+    shown = {h.id for h in hits[:head]}
+    missing = [replace(h, step="time: event" if explain else None) for h in firsts if h.id not in shown]
+    if not missing:
+        return hits
+    kept = [h for h in hits if h.id not in {m.id for m in missing}]
+    return (kept[:1] + missing + kept[1:])[:limit]
 
 
 async def _rescore(
@@ -236,6 +270,7 @@ class _Plan:
     where: NodeFilter
     limit: int
     tuning: Tuning
+    time: when.TimeIntent | None = None
 
 
 def _rank(
@@ -275,6 +310,11 @@ def _finish(
     for node_id in anchored.named:
         found.setdefault(node_id, anchored.candidates[node_id])
     nodes = _expand(conn, found, anchored, plan.where, weights, plan.limit)
+    if plan.time is not None and plan.time.windows and weights.time > 0:
+        dated = nodes_sql.note_dates(conn, [c.node_id for c in found.values() if c.node_id in nodes])
+        for node_id, day in dated.items():
+            if node_id in found and (fit := plan.time.fit(day)) > 0:
+                found[node_id].signals["time"] = weights.time * fit
     if weights.recency > 0:
         now = datetime.now(UTC)
         for c in found.values():

@@ -37,11 +37,11 @@ How phrases become windows (each choice is the plain reading of English, not fit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from server.search.when import events, phrases
-from server.search.when.dates import Span, parse_reference, plain, title_date
+from server.search.when.dates import Annual, Span, parse_reference, plain, title_date
 from server.search.when.events import Kind
 
 __all__ = ["Kind", "TimeIntent", "Window", "fit", "parse_reference", "resolve", "title_date"]
@@ -54,6 +54,10 @@ class Window:
     start: date
     end: date
     phrase: str
+    # For a yearly thing named without a year ("in June", "at Christmas"): its occurrence in any year. The
+    # window above is the most recent one; the question may be about another year ("When did we go camping
+    # in June?" asks which June), so a note fits as well as it fits that thing's nearest occurrence.
+    annual: Annual | None = field(default=None, compare=False)
 
     @property
     def days(self) -> int:
@@ -96,7 +100,14 @@ def fit(note_date: date, window: Window | Span) -> float:
     - The minimum of one day: notes are dated to the day, and a note about an evening is often written the
       next morning.
     """
-    start, end = (window.start, window.end) if isinstance(window, Window) else window
+    if isinstance(window, Window) and window.annual is not None:
+        years = (note_date.year - 1, note_date.year, note_date.year + 1)
+        return max(_fit_span(note_date, window.annual(year)) for year in years)
+    return _fit_span(note_date, (window.start, window.end) if isinstance(window, Window) else window)
+
+
+def _fit_span(note_date: date, span: Span) -> float:
+    start, end = span
     if start <= note_date <= end:
         return 1.0
     distance = (start - note_date).days if note_date < start else (note_date - end).days
@@ -116,7 +127,11 @@ def _resolve(query: str, reference: datetime | date) -> TimeIntent | None:
     today = reference.date() if isinstance(reference, datetime) else reference
     text = plain(query)
     found = phrases.find(text, today)
-    windows = tuple(Window(s, e, text[f.at[0] : f.at[1]].strip()) for f in found for s, e in f.spans)
+    windows = tuple(
+        Window(s, e, text[f.at[0] : f.at[1]].strip(), f.annual if f.recurring else None)
+        for f in found
+        for s, e in f.spans
+    )
     question = events.asked(text, [f.at for f in found])
     if question is not None:
         kind, named, relation = question

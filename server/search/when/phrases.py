@@ -51,6 +51,7 @@ class Found:
     annual: Annual | None = None
     has_year: bool = True
     relative: bool = False
+    recurring: bool = False  # a yearly thing named without a year or "last"/"next": any year's occurrence
 
 
 def find(text: str, today: date) -> list[Found]:
@@ -93,7 +94,9 @@ def _annual(m: re.Match[str], annual: Annual, today: date, mode: str = "") -> Fo
     if m.groupdict().get("year"):
         return _found(m, annual(int(m["year"])))
     span = occurrence(annual, today, mode)
-    return None if span is None else Found(m.span(), (span,), annual=annual, has_year=False)
+    if span is None:
+        return None
+    return Found(m.span(), (span,), annual=annual, has_year=False, recurring=not mode)
 
 
 _NUMBER_WORDS = {
