@@ -291,28 +291,36 @@ def load_run(path: Path) -> tuple[dict[str, Any], dict[str, list[Outcome]]]:
     return data, rows
 
 
+def _pick_row(rows: dict[str, list[Outcome]], name: str | None, path: Path) -> str:
+    if name is None:
+        name = next((k for k in rows if k != BASELINE), BASELINE)
+    if name not in rows:
+        raise SystemExit(f"{path} has no row {name!r}; its rows are {', '.join(rows)}")
+    return name
+
+
 def compare_runs(a_path: Path, b_path: Path, row: str | None = None) -> None:
-    """Print, for one row present in both saved runs (the first product row unless `row` names one), the
-    paired better/worse/same counts of run B against run A per metric, and every question that changed."""
-    a_data, a_rows = load_run(a_path)
+    """Print the paired better/worse/same counts of run B against run A per metric over the questions both
+    answered, and every question that changed. `row` names the row compared ("none"), or one row of each
+    run ("none,local"); by default the first product row of each run."""
+    _, a_rows = load_run(a_path)
     b_data, b_rows = load_run(b_path)
-    shared = [k for k in b_rows if k in a_rows]
-    if row is None:
-        row = next((k for k in shared if k != BASELINE), shared[0] if shared else None)
-    if row is None or row not in shared:
-        raise SystemExit(f"no row {row!r} in both runs; they have {sorted(a_rows)} and {sorted(b_rows)}")
-    a, b = a_rows[row], b_rows[row]
-    metrics = list(a[0].metrics) if a else []
-    print(f"{b_path} against {a_path}, row {row!r} ({a_data['bench']}): questions better/worse/same")
-    for m in metrics:
+    a_name, _, b_name = (row or "").partition(",")
+    a_row = _pick_row(a_rows, a_name or None, a_path)
+    b_row = _pick_row(b_rows, b_name or a_name or None, b_path)
+    before = {o.qid: o for o in a_rows[a_row]}
+    b = [o for o in b_rows[b_row] if o.qid in before]
+    a = [before[o.qid] for o in b]
+    print(
+        f"{b_path} ({b_row}) against {a_path} ({a_row}), {b_data['bench']}, {len(b)} questions in both: "
+        "better/worse/same"
+    )
+    for m in dict.fromkeys(k for o in a + b for k in o.metrics):
         better, worse, same = paired(b, a, m)
-        mean_a = statistics.fmean(o.metrics[m] for o in a)
-        mean_b = statistics.fmean(o.metrics[m] for o in b)
         print(
-            f"  {m:<14}{better:>5} better{worse:>5} worse{same:>6} same   mean {mean_a:.3f} -> {mean_b:.3f}"
+            f"  {m:<14}{better:>5} better{worse:>5} worse{same:>6} same   mean {_mean(a, m).strip()} -> {_mean(b, m).strip()}"
         )
-    before = {o.qid: o for o in a}
-    changed = [(before[o.qid], o) for o in b if o.qid in before and before[o.qid].metrics != o.metrics]
+    changed = [(old, new) for old, new in zip(a, b, strict=True) if old.metrics != new.metrics]
     print(f"  {len(changed)} question(s) changed (evidence ranks A -> B):")
     for old, new in changed:
         ranks = ", ".join(f"{e}: {old.ranks.get(e)} -> {new.ranks.get(e)}" for e in sorted(new.ranks))

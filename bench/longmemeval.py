@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="write per-question results to this JSON file")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two saved runs")
-    parser.add_argument("--row", help="with --compare: the row to compare (default: the first product row)")
+    parser.add_argument("--row", help='with --compare: the row ("none"), or one per run ("none,local")')
     args = parser.parse_args(argv)
     if args.compare:
         compare_runs(*args.compare, row=args.row)

@@ -132,6 +132,8 @@ def test_longmemeval_bench_finds_made_up_evidence_and_compares_runs(tmp_path, ca
     assert re.search(r"recall_all@5\s+0 better\s+1 worse\s+1 same\s+mean 1.000 -> 0.500", compared), compared
     assert "1 question(s) changed" in compared
     assert re.search(r"q_multi\s+multi-session\s+answer_aa_1: 1 -> 1, answer_aa_2: \d+ -> None", compared)
+    longmemeval.main(["--compare", str(out), str(out), "--row", "bm25,none"])
+    assert "run.json (none) against" in capsys.readouterr().out
 
 
 def test_no_session_id_or_answer_mark_reaches_the_vault(tmp_path):
