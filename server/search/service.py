@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable
+from server.embeddings.ondemand import passage_vectors
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
 from server.search import anchors, distill, fusion, telling, walk, when
@@ -224,21 +226,22 @@ async def _rescore(
     if not wanted:
         return []
     try:
-        from server.embeddings.ondemand import passage_vectors  # pyright: ignore[reportMissingImports]
-
         found = await passage_vectors(rt, [h.chunk_id for h in wanted], budget=tuning.rescore_budget)
-    except ImportError:
-        return []
     except EmbeddingUnavailable as exc:
         log.info("passages not re-scored by the model: %s", exc)
         return []
-    query = vector.values
-    return [(h.chunk_id, h.node_id, _dot(query, found[h.chunk_id])) for h in wanted if h.chunk_id in found]
+    kept = [h for h in wanted if h.chunk_id in found]
+    scores = _cosines(vector.values, [found[h.chunk_id] for h in kept])
+    return [(h.chunk_id, h.node_id, score) for h, score in zip(kept, scores, strict=True)]
 
 
-def _dot(a: Any, b: Any) -> float:
-    """Cosine similarity of two unit vectors (lists or numpy arrays)."""
-    return float(sum(x * y for x, y in zip(a, b, strict=False)))
+def _cosines(query: list[float], vectors: list[Any]) -> list[float]:
+    """Cosine similarities of unit vectors: one matrix product when they are numpy arrays."""
+    if vectors and hasattr(vectors[0], "dtype"):
+        import numpy as np  # present whenever the embedder returns arrays (the local extra)
+
+        return (np.stack(vectors) @ np.asarray(query, dtype=vectors[0].dtype)).astype(float).tolist()
+    return [math.fsum(x * y for x, y in zip(query, v, strict=False)) for v in vectors]
 
 
 async def _query_words(rt: Runtime, query: str) -> tuple[list[str], dict[str, int] | None]:
