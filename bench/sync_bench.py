@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vaultgen import generate_vault  # noqa: E402
+from vaultgen import MODES, generate_vault  # noqa: E402
 
 COMMAND = [str(Path(sys.executable).parent / "engrama-vault"), "sync", "--json"]
 
@@ -55,19 +55,19 @@ def run_sync(vault: Path, db: Path) -> tuple[float, dict, int, int]:
 def _watch_tree(child: subprocess.Popen, peak: list[int]) -> None:
     """Sample the summed RSS (KiB) of `child` and its descendants every 20 ms until it exits."""
     while child.poll() is None:
-        peak[0] = max(peak[0], sum(_rss_kib(pid) for pid in _tree(child.pid)))
+        peak[0] = max(peak[0], sum(rss_kib(pid) for pid in tree(child.pid)))
         time.sleep(0.02)
 
 
-def _tree(pid: int) -> list[int]:
+def tree(pid: int) -> list[int]:
     try:
         kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return [pid]
-    return [pid, *(p for kid in kids for p in _tree(int(kid)))]
+    return [pid, *(p for kid in kids for p in tree(int(kid)))]
 
 
-def _rss_kib(pid: int) -> int:
+def rss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -81,12 +81,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="vault sync benchmark")
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=MODES, default="realistic", help="the generated vault's corpus")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         vault, db = Path(tmp) / "vault", Path(tmp) / "graph.db"
-        generate_vault(vault, args.notes, args.seed)
+        generate_vault(vault, args.notes, args.seed, args.mode)
         size = sum(p.stat().st_size for p in vault.rglob("*.md")) / 2**20
-        print(f"vault: {args.notes} notes, {size:.0f} MiB")
+        print(f"vault: {args.notes} notes ({args.mode}), {size:.0f} MiB")
         print(f"load average before: {_load()}")
         first, report, peak, tree = run_sync(vault, db)
         print(
@@ -104,7 +105,7 @@ def main() -> None:
             f"  (all processes {tree} MiB)"
         )
         print(f"load average after: {_load()}")
-        print(f"db size: {os.path.getsize(db) / 2**20:.0f} MiB")
+        print(f"db size: {os.path.getsize(db) / 2**20:.0f} MiB ({os.path.getsize(db) / 2**20 / size:.2f}x the vault)")
 
 
 def _load() -> str:

@@ -23,6 +23,7 @@ from server.signals import SignalStop
 from server.tools import register_tools
 from server.tools.common import AppContext
 from server.tools.listing import LeanToolListing
+from server.warm_up import warming
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
                     from server.embeddings.worker import embedding_worker
 
                     await stack.enter_async_context(embedding_worker(rt))
+                # The first search's cold costs, paid in the background, off the `initialize` path (issue 15).
+                await stack.enter_async_context(warming(rt))
                 log.info("engrama-vault %s serving vault %s", __version__, settings.vault or "(none)")
                 yield AppContext(rt)
         finally:

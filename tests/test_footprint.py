@@ -6,17 +6,22 @@ SQLite files, the real sync."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlean
+from mcp import Client
 
 from bench.vaultgen import generate_vault
+from server.app import create_server
 from server.runtime import open_runtime
+from server.search import fts_query
 from server.search.service import search
 from server.settings import Settings
-from server.store import migrations, passages_sql, search_sql
+from server.store import database, migrations, passages_sql, search_sql, vectors_sql
 from server.store.search_sql import NodeFilter
 from vault_sync.chunking import chunk_body
 from vault_sync.parse import parse_note
@@ -199,3 +204,34 @@ async def test_a_database_made_before_migration_9_upgrades_in_place_and_searches
     async with open_runtime(_settings(vault, old)) as rt:
         assert len(await rt.store.read(search_sql.passage_hits, '"xylophones"', 5, NodeFilter())) == 1
         assert await rt.store.read(_integrity) == "ok"
+
+
+# --- memory that stays flat, and a warm first search -------------------------------------------------------
+
+
+def _cache_and_mmap(conn: Any) -> tuple[int, int]:
+    return conn.execute("pragma cache_size").fetchone()[0], conn.execute("pragma mmap_size").fetchone()[0]
+
+
+async def test_page_caches_are_capped_and_mmap_waits_for_vectors(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    generate_vault(vault, 10, seed=4, mode="small-vocab")
+    await _sync(vault, db)
+    async with open_runtime(_settings(vault, db)) as rt:
+        assert await rt.store.read(_cache_and_mmap) == (-database.MAIN_CACHE_KIB, 0)
+        assert rt.store.db.aside(_cache_and_mmap).result() == (-database.ASIDE_CACHE_KIB, 0)
+        await rt.store.write(vectors_sql.ensure_vector_table, "fake:fake-hash", 4)
+        cache, mapped = rt.store.db.aside(_cache_and_mmap).result()
+        assert cache == -database.ASIDE_CACHE_KIB and mapped > 0  # vec0 scans read through mmap
+
+
+async def test_the_server_warms_search_up_after_start(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    generate_vault(vault, 10, seed=4, mode="small-vocab")
+    fts_query._token_pattern.cache_clear()  # what the first search built (~40 ms), cold again
+    settings = Settings(vault=vault, db_path=db, embedding_provider="none", watch=False)
+    async with Client(create_server(settings)):
+        deadline = time.monotonic() + 20
+        while fts_query._token_pattern.cache_info().currsize == 0:  # built by the warm-up, not by a search
+            assert time.monotonic() < deadline, "no warm-up search ran after start-up"
+            await asyncio.sleep(0.02)

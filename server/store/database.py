@@ -28,14 +28,21 @@ import aiosqlite
 import sqlean
 
 from server.store.migrations import apply_migrations
-from server.store.vectors_sql import MMAP_BYTES
+from server.store.vectors_sql import MMAP_BYTES, VEC_TABLE
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Connection = sqlean.Connection
 BUSY_TIMEOUT_MS = 10_000
-ASIDE_CACHE_KIB = 32_768  # the aside connection's page cache: the FTS and vector pages a search reads
+# Page caches (issue 15: a server grew from 80 to 206 MiB over 50 searches; it was these caches filling up, 64
+# and 32 MiB, and the aside connection's mmap). SQLite fills its cache only with pages it reads, so a small
+# vault's cache is the vault's size; the caps bound a big one. The pages stay in the OS's file cache either
+# way, so a smaller cache costs a copy per page read, not a disk read: at 10,000 notes search latency was the
+# same with 2, 8 and 64 MiB (bench/server_bench.py --session). The main connection writes too (FTS5 merges
+# re-read recent pages during a first sync), so it keeps more than the read-only aside one.
+MAIN_CACHE_KIB = 16_384
+ASIDE_CACHE_KIB = 8_192
 
 
 @dataclass(frozen=True)
@@ -104,9 +111,9 @@ def connect_sync(
     conn = _connect(path)
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
-    # A 64 MiB page cache (the default is 2 MiB) and checkpoints every ~40 MiB of WAL instead of every 4 MiB:
-    # FTS5 segment merges re-read recent pages, and a first sync writes hundreds of MiB (measured ~20% faster).
-    conn.execute("pragma cache_size = -65536")
+    # Checkpoints every ~40 MiB of WAL instead of every 4 MiB: a first sync writes hundreds of MiB. The page
+    # cache is capped (MAIN_CACHE_KIB): see there.
+    conn.execute(f"pragma cache_size = -{MAIN_CACHE_KIB}")
     conn.execute("pragma wal_autocheckpoint = 10000")
     conn.execute("pragma foreign_keys = on")
     vec = (
@@ -118,16 +125,27 @@ def connect_sync(
 
 def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) -> sqlean.Connection:
     """A read-only connection to an already open database (no migrations, no WAL switch), with sqlite-vec
-    when `vec`, reading through mmap (vec0 reads every vector of a query; ~40% cheaper than the page cache)."""
+    when `vec`. It reads through mmap once vectors are stored (`map_when_vectors`)."""
     conn = _connect(path)
     conn.execute(f"pragma cache_size = -{ASIDE_CACHE_KIB}")
-    conn.execute(f"pragma mmap_size = {MMAP_BYTES}")
     conn.execute("pragma query_only = 1")  # nothing run aside can write, whatever it is handed
     if vec:
         loaded = _load_vec(conn, vec_extension)
         if not loaded.ok:
             log.warning("the aside connection has no vector search: %s", loaded.reason)
     return conn
+
+
+def map_when_vectors(conn: sqlean.Connection) -> bool:
+    """Read the file through mmap once it holds passage vectors; True when it now does.
+
+    vec0 reads every vector of a query, ~40% cheaper through mmap than through the page cache; but every
+    page read through mmap also counts in the process's RSS, FTS pages included (76 MiB after 50 full-text
+    searches at 10,000 notes). So a database without vectors is read through the capped page cache."""
+    if conn.execute("select 1 from sqlite_master where name = ?", (VEC_TABLE,)).fetchone() is None:
+        return False
+    conn.execute(f"pragma mmap_size = {MMAP_BYTES}")
+    return True
 
 
 class Database:
@@ -143,6 +161,7 @@ class Database:
         self._aside_pool: ThreadPoolExecutor | None = None
         self._aside_conn: sqlean.Connection | None = None
         self._aside_lock = threading.Lock()
+        self._aside_mapped = False
 
     @classmethod
     async def open(cls, path: Path, *, load_vec: bool = True, vec_extension: str | None = None) -> Database:
@@ -188,6 +207,8 @@ class Database:
             conn = self._aside_conn = connect_aside(
                 self.path, vec=self.vec.ok, vec_extension=self._vec_extension
             )
+        if not self._aside_mapped:
+            self._aside_mapped = map_when_vectors(conn)
         conn.execute("begin")
         try:
             return fn(conn, *args)
