@@ -153,7 +153,8 @@ def test_the_brief_command_prints_markdown_or_json_and_moves_its_clients_mark(
     assert printed.startswith("# Memory brief for claude-code: 2 notes (first brief")
     assert '## Related to "sync engine"\n- [[Maya]] (Person): Maya maintains the sync engine' in printed
 
-    (seeded / "Projects/Engrama.md").write_text(ENGRAMA.replace("active", "paused"), encoding="utf-8")
+    note = seeded / "Projects/Engrama.md"
+    note.write_text(note.read_text(encoding="utf-8").replace("active", "paused"), encoding="utf-8")
     data = json.loads(
         run_brief(seeded, db_path, "--client", "claude-code", "--json", "--budget", "300").stdout
     )

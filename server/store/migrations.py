@@ -270,7 +270,7 @@ M008_BRIEF = """
         create table brief_seen (
             client text not null,
             node_id text not null,
-            fingerprint text not null,          -- updated_at, status and checksum: a change in the same second differs
+            fingerprint text not null,          -- status, checksum, properties: what a change changes
             primary key (client, node_id)
         ) without rowid;
         create index nodes_updated on nodes(updated_at);
