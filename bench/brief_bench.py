@@ -3,7 +3,7 @@
     python bench/brief_bench.py                      # 10,000 realistic notes (bench/vaultgen.py), 30 briefs
     python bench/brief_bench.py --notes 2000 --runs 10 --corpus short
 
-Generates a vault, syncs it, then edits the `status:` of some notes (so briefs carry fact changes, old -> new)
+Generates a vault (its notes carrying their ids, so the sync writes no note), syncs it, then edits the `status:` of some notes (so briefs carry fact changes, old -> new)
 and times briefs in-process (the tool's own service call: `deliver_brief`, which renders and moves the
 client's mark), alternating a brief without cues, one with cues (which runs a search) and one focused on a
 project. Reports median and p95 latency, the first brief of a client (every note is new to it), and each
@@ -104,8 +104,9 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     if not vault.exists():
         started = time.perf_counter()
         paths = write_vault(vault, args.notes, args.corpus)
+        give_ids(paths)
         print(f"generated {len(paths):,} notes ({args.corpus}) in {time.perf_counter() - started:.1f} s")
-    async with open_runtime(Settings(vault=vault, db_path=db)) as rt:
+    async with open_runtime(Settings(vault=vault, db_path=db), writable=False) as rt:
         started = time.perf_counter()
         await rt.require_sync().sync_vault()
         print(f"synced in {time.perf_counter() - started:.1f} s")
