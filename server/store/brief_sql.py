@@ -209,9 +209,11 @@ def linked(conn: Any, anchors: Sequence[str], labels: Sequence[str]) -> list[tup
     found: list[tuple[str, Entry]] = []
     for near, far in (("source", "target"), ("target", "source")):
         rows = conn.execute(
-            f"select distinct e.{near} as anchor, {_ENTRY} from edges e join nodes n on n.id = e.{far} "
+            # CROSS JOIN keeps the edges of the few anchors as the outer loop (else SQLite may scan every live
+            # node of those labels: 50-150 ms instead of ~1 ms on 10,000 notes).
+            f"select distinct e.{near} as anchor, {_ENTRY} from edges e cross join nodes n on n.id = e.{far} "
             "left join files f on f.path = n.path "
-            f"where e.valid_to is null and e.{near} in ({ids}) and n.label in ({kinds}) and n.status = 'active'",
+            f"where e.valid_to is null and e.{near} in ({ids}) and n.label in ({kinds}) and +n.status = 'active'",
             (*anchors, *labels),
         ).fetchall()
         found += [(r["anchor"], _entry(r)) for r in rows]
