@@ -75,8 +75,8 @@ async def passage_vectors(
     Cost: everything stored is one read (~1.5 ms per 100 ids). A missing passage of ~120 words costs the
     local MiniLM ~30-50 ms on 2 cores (its session uses all cores but one); a remote endpoint costs a round
     trip per batch. So at 10,000 notes while backfilling, a budget of ~0.5 s embeds ~10-15 passages within the
-    issue's p95 <= 1 s; once backfilled the budget is never used. A batch is sized to the budget left from the
-    measured cost, so the budget is overrun by at most about one passage.
+    issue's p95 <= 1 s; once backfilled the budget is never used. Each batch takes half of what the measured
+    cost says fits in the budget left, so the budget is overrun by at most about one passage.
     """
     embedder = active_embedder(rt)
     ids = list(dict.fromkeys(chunk_ids))
@@ -104,7 +104,9 @@ async def _embed_now(
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 break
-            size = MAX_BATCH if left is None else int(max(1, min(MAX_BATCH, left / gate.seconds_per_passage)))
+            # Half of what the estimate says fits: an estimate off by 2x (a busy machine) still ends in time.
+            fits = MAX_BATCH if left is None else left / gate.seconds_per_passage / 2
+            size = int(max(1, min(MAX_BATCH, fits)))
             batch, waiting = waiting[:size], waiting[size:]
             started = time.monotonic()
             try:

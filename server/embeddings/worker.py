@@ -34,7 +34,10 @@ log = logging.getLogger(__name__)
 
 QUERY_EMBEDDER = "query_embedder"  # rt.state key: the embedder search uses for queries
 BATCH_SIZE = 64
-LOCAL_BATCH = 8  # the local model's backfill batch: ~0.3 s of work, so status and priority react quickly
+# The local model's backfill batch: 4 passages, ~0.2 s of one core. A query arriving meanwhile runs beside it
+# (runs are thread-safe) but shares the CPU until it ends, so the batch is kept short.
+LOCAL_BATCH = 4
+PUBLISH_EVERY = 1.0  # seconds between progress counts while the backfill runs (a count reads two indexes)
 RATE_WINDOW = 60.0  # seconds of progress the reported rate is measured over
 IDLE_POLL = 1.0  # seconds between looks for new passages when there is nothing to do
 RETRY_MIN, RETRY_MAX = 1.0, 60.0  # backoff after a failure, doubling up to the maximum
@@ -181,6 +184,7 @@ class EmbeddingWorker:
         self.embedder = embedder
         self.batch_size = batch_size or (LOCAL_BATCH if embedder.name == "local" else BATCH_SIZE)
         self.progress = Progress()
+        self._published = 0.0  # when progress was last reported (monotonic)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -225,7 +229,7 @@ class EmbeddingWorker:
                 await self._pause(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
-            await self._publish(paused=False)
+            await self._publish(paused=False, quick=done > 0)
             if done == 0:
                 await self._pause(IDLE_POLL)
 
@@ -235,10 +239,16 @@ class EmbeddingWorker:
             await self._publish(paused=True)
             await gate.idle.wait()
 
-    async def _publish(self, *, paused: bool) -> None:
+    async def _publish(self, *, paused: bool, quick: bool = False) -> None:
+        """Report progress to status; `quick` skips it when the last report is recent and said the same."""
+        last = self.rt.state.get("embedder_status")
+        recent = time.monotonic() - self._published < PUBLISH_EVERY
+        if quick and recent and isinstance(last, dict) and last.get("paused") is paused:
+            return
         embedded, backlog = await self.rt.store.read(vectors_sql.progress)
         report = self.progress.report(embedded, backlog, paused=paused)
         _set_embedder_status(self.rt, self.embedder, backlog, **report)
+        self._published = time.monotonic()
 
     async def _pause(self, seconds: float) -> None:
         with suppress(TimeoutError):
