@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bench import vaultgen
 from server.runtime import Runtime, open_runtime
+from server.search.service import search
 from server.services.brief import deliver_brief
 from server.services.brief_render import estimate_tokens
 from server.settings import Settings
@@ -120,7 +121,13 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         words = [p.stem for p in notes[:: max(1, len(notes) // 20)]]
         project = next(p.stem for p in notes if "/Projects/" in p.as_posix())
         rows = await timed_briefs(rt, args.runs, args.budget, words, project)
+        searches = []  # the baseline, same run: one engrama_search of the same cues
+        for i in range(args.runs):
+            started = time.perf_counter()
+            await search(rt, words[i % len(words)], limit=6)
+            searches.append(time.perf_counter() - started)
     count = minilm_counter()
+    print(f"baseline: engrama_search of the same cues, median {statistics.median(searches) * 1000:.0f} ms")
     print(
         f"first brief of a new client (every note new to it): {first * 1000:.0f} ms, {_size(fresh.markdown, count)}"
     )
