@@ -135,7 +135,9 @@ def _stamp(moment: datetime) -> str:
 
 
 def _stems(got: Gathered, extra: Sequence[str | None]) -> list[str]:
-    paths = [e.path for e in got.changed + got.work + got.decisions + got.people] + list(extra)
+    # Only what a section may show: the recent decisions come first by date (the rest cannot be shown).
+    recent = sorted(got.decisions, key=lambda e: e.valid_from or e.active_at, reverse=True)[:50]
+    paths = [e.path for e in got.changed + got.work[:50] + recent + got.people] + list(extra)
     paths += [f.node.path for f in got.facts] + [c.node.path for c in got.clarifications]
     paths += [e.path for _, e in got.links] + [e.path for _, ents in got.insights for e in ents]
     stems = {p.rsplit("/", 1)[-1].removesuffix(".md").casefold() for p in paths if p}
