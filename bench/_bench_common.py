@@ -20,7 +20,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,12 @@ async def ask(
     mode = response.search_mode + (f" ({response.degraded_reason})" if response.degraded_reason else "")
     hits = response.results
     return Answer([h.path or "" for h in hits], [h.snippet for h in hits], seconds, mode)
+
+
+def unbudgeted() -> Tuning:
+    """The default ranking with no time limit on the passages the model re-scores at query time: what the
+    model would give on a machine fast enough (or a vault already embedded), whatever this machine's load."""
+    return replace(DEFAULT_TUNING, rescore_budget=None)
 
 
 # --- outcomes and metrics ------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ synced with the real VaultSync into a real SQLite file (settle 0) and every ques
 through `server.search.service.search` as the MCP tool asks it, top 10.
 
 Rows: `none` is the product with EMBEDDING_PROVIDER=none (full text); `local` the product with
-EMBEDDING_PROVIDER=local (skipped with a message when the [local] extra is not installed; passages are embedded
-when a query needs them, and stay embedded for later questions as in a running server, unless `--backfill`
-embeds the whole vault first); `bm25` the plain baseline of shared/FACTS.md over the same notes in the same run
+EMBEDDING_PROVIDER=local (skipped with a message when the [local] extra is not installed; the model re-scores
+bm25's best passages, embedding those not stored yet within the product's time budget, and they stay embedded
+for later questions as in a running server; `--no-budget` lifts the budget, `--backfill` embeds the whole
+vault first); `bm25` the plain baseline of shared/FACTS.md over the same notes in the same run
 (bench/_bench_common.py).
 
 Metrics: session recall@5 and @10 (share of a question's evidence sessions in the top k), MRR of the first
@@ -51,6 +52,7 @@ from bench._bench_common import (  # noqa: E402
     save_run,
     skip_reason,
     timed_bm25,
+    unbudgeted,
 )
 from server.embeddings import EmbeddingUnavailable  # noqa: E402
 from server.search.service import DEFAULT_TUNING, Tuning  # noqa: E402
@@ -175,7 +177,7 @@ async def run(args: argparse.Namespace) -> None:
                 async with open_product(
                     root, Path(tmp) / "graph.db", provider, dimensions=args.dimensions, backfill=args.backfill
                 ) as product:
-                    tunings = {provider: None}
+                    tunings: dict[str, Tuning | None] = {provider: unbudgeted() if args.no_budget else None}
                     if args.ablation and provider == "none":
                         tunings |= {f"{provider}: {name}": t for name, t in ablations().items()}
                     modes: set[str] = set()
@@ -211,6 +213,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--embedder", choices=("none", "local", "both"), default="both")
     parser.add_argument(
         "--backfill", action="store_true", help="embed every passage first (slow with a model)"
+    )
+    parser.add_argument(
+        "--no-budget",
+        action="store_true",
+        help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
     )
     parser.add_argument("--ablation", action="store_true", help="also run the full-text variants")
     parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")

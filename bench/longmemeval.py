@@ -15,9 +15,11 @@ note is named after its date and time. The vault is synced with the real VaultSy
 back from it).
 
 Rows: `none` is the product with EMBEDDING_PROVIDER=none (full text); `local` the product with
-EMBEDDING_PROVIDER=local (the model of the [local] extra; skipped with a message when it is not installed;
-passages are embedded when a query needs them unless `--backfill` embeds each whole vault first, which is slow);
-`bm25` the plain baseline of shared/FACTS.md on the same notes in the same run (bench/_bench_common.py).
+EMBEDDING_PROVIDER=local (skipped with a message when the [local] extra is not installed; the model re-scores
+bm25's best passages, embedding those not stored yet within the product's time budget; `--no-budget` lifts the
+budget, to see the model's effect apart from this machine's speed; `--backfill` embeds each whole vault first,
+which is slow); `bm25` the plain baseline of shared/FACTS.md on the same notes in the same run
+(bench/_bench_common.py).
 
 Metrics, per question type and overall, from the ranks of the evidence sessions (`answer_session_ids`) among
 the top 10 notes:
@@ -64,8 +66,10 @@ from bench._bench_common import (  # noqa: E402
     save_run,
     skip_reason,
     timed_bm25,
+    unbudgeted,
 )
 from server.embeddings import EmbeddingUnavailable  # noqa: E402
+from server.search.service import Tuning  # noqa: E402
 
 DATA = (
     Path(__file__).resolve().parents[1]
@@ -170,10 +174,13 @@ def outcome(question: dict, sessions: list[str], seconds: float) -> Outcome:
 class Runner:
     """Runs the rows over one question at a time; a row whose embedder fails is dropped with its reason."""
 
-    def __init__(self, providers: list[str], dimensions: int | None, backfill: bool) -> None:
+    def __init__(
+        self, providers: list[str], dimensions: int | None, backfill: bool, tuning: Tuning | None
+    ) -> None:
         self.providers = providers
         self.dimensions = dimensions
         self.backfill = backfill
+        self.tuning = tuning
         self.rows: dict[str, list[Outcome]] = {p: [] for p in providers} | {BASELINE: []}
         self.modes: dict[str, set[str]] = {p: set() for p in providers}
         self.prepared: dict[str, list[Product]] = {p: [] for p in providers}
@@ -191,7 +198,12 @@ class Runner:
                     dimensions=self.dimensions,
                     backfill=self.backfill,
                 ) as product:
-                    answer = await ask(product, question["question"], reference_time=reference_time(question))
+                    answer = await ask(
+                        product,
+                        question["question"],
+                        reference_time=reference_time(question),
+                        tuning=self.tuning,
+                    )
             except EmbeddingUnavailable as exc:
                 print(f"embedder={provider} dropped: {exc}", file=sys.stderr)
                 self.providers.remove(provider)
@@ -230,7 +242,9 @@ async def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types else None
     questions = load(args.data, args.limit, types)
-    runner = Runner(providers_for(args.embedder), args.dimensions, args.backfill)
+    runner = Runner(
+        providers_for(args.embedder), args.dimensions, args.backfill, unbudgeted() if args.no_budget else None
+    )
     with tempfile.TemporaryDirectory(prefix="engrama-lme-") as tmp:
         for i, question in enumerate(questions, 1):
             workdir = Path(tmp) / f"q{i:03d}"
@@ -274,6 +288,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="LongMemEval_S retrieval through engrama-vault's search")
     parser.add_argument("--embedder", choices=("none", "local", "both"), default="both")
     parser.add_argument("--backfill", action="store_true", help="embed every passage of a vault first (slow)")
+    parser.add_argument(
+        "--no-budget",
+        action="store_true",
+        help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
+    )
     parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--types", help="only these question types, comma-separated")
