@@ -7,11 +7,13 @@ weights; no torch); its WordPiece tokenizer (`tokenizer.json`, Apache-2.0) ships
 attention mask, scaled to unit length, and reads at most 256 word-pieces (sentence-transformers' setting for
 it; a passage of <=120 words fits).
 
-Measured on 2 cores (bench/embedding_bench.py): the session loads in ~0.2 s and adds ~170 MB to the process
-(constant folding turns the int8 weights into fast float kernels; the memory arena is off, so long batches do
-not leave hundreds of MB behind); a query embeds in ~4-5 ms; a 120-word passage takes ~30-50 ms, so a
-10,000-note vault (~50,000 passages) is embedded in roughly 30-45 minutes in the background. On LoCoMo, 0.5/0.5
-fusion of bm25 and this model at passage level lifts R@5 by ~3 points (shared/FACTS.md).
+Measured on 2 cores (bench/embedding_bench.py, a machine shared with other work, so upper bounds): the session
+loads in 0.2-0.5 s and adds ~170 MB to the process (ONNX Runtime's constant folding turns the int8 weights into
+float ones for fast kernels: without it the session takes ~40 MB but embeds 2x slower); the memory arena is off,
+so a long batch does not leave hundreds of MB behind. A query embeds in ~5-10 ms; a 120-word passage takes
+~47 ms of one core, ~21 passages/s: a vault of 50,000 passages (10,000 typical notes) is embedded in ~40
+minutes in the background, one of 130,000 (bench/vaultgen.py's long notes) in under 2 hours. On LoCoMo,
+0.5/0.5 fusion of bm25 and this model at passage level lifts R@5 by ~3 points (shared/FACTS.md).
 
 The session runs on all cores but one (`default_threads`): the background backfill then leaves a core to the
 server and the person's machine. Runs are thread-safe, so a query embedded while a backfill batch runs does not

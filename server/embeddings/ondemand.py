@@ -72,11 +72,13 @@ async def passage_vectors(
     installed (always with the `local` extra), else lists of floats. A fresh vector is returned as stored
     (int8, see vectors_sql), so a passage scores the same before and after the backfill reaches it.
 
-    Cost: everything stored is one read (~1.5 ms per 100 ids). A missing passage of ~120 words costs the
-    local MiniLM ~30-50 ms on 2 cores (its session uses all cores but one); a remote endpoint costs a round
-    trip per batch. So at 10,000 notes while backfilling, a budget of ~0.5 s embeds ~10-15 passages within the
-    issue's p95 <= 1 s; once backfilled the budget is never used. Each batch takes half of what the measured
-    cost says fits in the budget left, so the budget is overrun by at most about one passage.
+    Cost: everything stored is one read (one rowid lookup per id, ~1.5 ms per 100). A missing passage of ~120
+    words costs the local MiniLM ~47 ms of one core (~50-100 ms of wall time on a busy 2-core machine); a
+    remote endpoint costs a round trip per batch. Each batch takes half of what the measured cost says fits in
+    the budget left, so the budget is overrun by about one passage at most. Measured at 10,000 notes
+    (bench/vaultgen.py, 130,000 passages; machine at load ~7 on 2 cores) with search's 0.6 s budget for its 30
+    best passages: search median 832 ms / p95 1,064 ms while backfilling, against 52 / 91 ms full text only.
+    So ~0.4 s keeps p95 under 1 s even on a busy machine; on a quiet one 0.6 s embeds ~12 passages.
     """
     embedder = active_embedder(rt)
     ids = list(dict.fromkeys(chunk_ids))
