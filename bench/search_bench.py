@@ -1,6 +1,7 @@
 """Search latency over a generated vault, through the product's own path (VaultSync, then search()).
 
     python bench/search_bench.py --notes 10000                     # full text, then hybrid (fake embedder)
+    python bench/search_bench.py --notes 10000 --mode small-vocab --embedder none   # the common-word corpus
     python bench/search_bench.py --notes 10000 --embedder local --dimensions 128   # the offline model
 
 Generates a vault with bench/vaultgen.py in a temporary folder, syncs it with the real VaultSync into a real
@@ -25,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vaultgen import generate_vault  # noqa: E402
+from vaultgen import MODES, generate_vault  # noqa: E402
 
 from server.embeddings import make_embedder  # noqa: E402
 from server.embeddings.worker import attach_embedder, embed_pending  # noqa: E402
@@ -90,6 +91,7 @@ async def main() -> None:
     )
     parser.add_argument("--dimensions", type=int, help="vector size (local: 64, 128 or 256; fake: any)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=MODES, default="realistic", help="the generated vault's corpus")
     parser.add_argument(
         "--compare",
         action="store_true",
@@ -98,7 +100,7 @@ async def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         vault = Path(tmp) / "vault"
-        paths = generate_vault(vault, args.notes, args.seed)
+        paths = generate_vault(vault, args.notes, args.seed, args.mode)
         queries = draw_queries(paths, args.queries, args.seed)
         settings = Settings(
             vault=vault, db_path=Path(tmp) / "graph.db", embedding_provider=args.embedder, watch=False

@@ -179,7 +179,7 @@ async def bench(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--vault", type=Path, help="use this vault instead of generating one")
     parser.add_argument("--spawns", type=int, default=5)
@@ -196,9 +196,7 @@ def main() -> None:
         if args.vault is None:
             generate_vault(vault, args.notes, mode=args.mode)
         db = args.db or Path(tmp) / "graph.db"
-        result = asyncio.run(
-            bench(vault, db, args.spawns, args.queries, args.session, args.embedder)
-        )
+        result = asyncio.run(bench(vault, db, args.spawns, args.queries, args.session, args.embedder))
     print(json.dumps(result, indent=2))
 
 

@@ -105,7 +105,9 @@ def main() -> None:
             f"  (all processes {tree} MiB)"
         )
         print(f"load average after: {_load()}")
-        print(f"db size: {os.path.getsize(db) / 2**20:.0f} MiB ({os.path.getsize(db) / 2**20 / size:.2f}x the vault)")
+        print(
+            f"db size: {os.path.getsize(db) / 2**20:.0f} MiB ({os.path.getsize(db) / 2**20 / size:.2f}x the vault)"
+        )
 
 
 def _load() -> str:

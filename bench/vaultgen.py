@@ -145,7 +145,7 @@ def generate_vault(root: Path, notes: int, seed: int = 0, mode: str = "realistic
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("root", type=Path)
     parser.add_argument("--notes", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
