@@ -21,7 +21,7 @@ from server.runtime import open_runtime
 from server.search import fts_query
 from server.search.service import search
 from server.settings import Settings
-from server.store import database, migrations, passages_sql, search_sql, vectors_sql
+from server.store import database, forget_sql, migrations, passages_sql, search_sql, vectors_sql
 from server.store.search_sql import NodeFilter
 from vault_sync.chunking import chunk_body
 from vault_sync.parse import parse_note
@@ -116,6 +116,76 @@ async def test_an_edited_passage_leaves_the_index_and_its_new_text_enters_it(tmp
 def _integrity(conn: Any) -> str:
     conn.execute("insert into chunks_fts (chunks_fts, rank) values ('integrity-check', 1)")
     return "ok"
+
+
+async def test_edits_leave_bm25_as_a_fresh_index_of_the_same_notes_would_give(tmp_path: Path) -> None:
+    # A passage leaves the index with its text, so row counts and lengths stay exact however often notes change
+    # (a `contentless_delete` index keeps counting what was deleted, and its scores drift with every edit).
+    vault, edited, fresh = tmp_path / "vault", tmp_path / "edited.db", tmp_path / "fresh.db"
+    paths = generate_vault(vault, 30, seed=6, mode="small-vocab")
+    await _sync(vault, edited)
+    for round_ in range(3):
+        for path in paths[:10]:
+            text = path.read_text(encoding="utf-8")
+            body = text.index("\n---\n", 4) + 5  # edit the body (its first passage), not the frontmatter
+            edited_body = text[body:].replace(". ", f". Round {round_} words. ", 1)
+            path.write_text(text[:body] + edited_body, encoding="utf-8")
+        await _sync(vault, edited)
+    await _sync(vault, fresh)
+    queries = [q for q in _queries(vault) if q.strip()]
+
+    async def scores(db: Path) -> list[list[tuple[str, int, float]]]:
+        async with open_runtime(_settings(vault, db)) as rt:
+            found = []
+            for query in queries:
+                match = " OR ".join(f'"{w}"' for w in query.split())
+                hits = await rt.store.read(search_sql.passage_hits, match, 50, NodeFilter())
+                paths = await rt.store.read(_paths)
+                found.append([(paths[h.node_id], h.ordinal, round(h.score, 9)) for h in hits])
+            return found
+
+    after_edits, rebuilt = await scores(edited), await scores(fresh)
+    assert any(after_edits)
+    for one, other in zip(after_edits, rebuilt, strict=True):
+        # Equal scores may come in another order (edited passages have newer ids): compare scores, and each
+        # passage's score where both lists hold it.
+        assert [score for _, _, score in one] == [score for _, _, score in other]
+        mine = {(path, ordinal): score for path, ordinal, score in one}
+        assert all(mine[(p, o)] == score for p, o, score in other if (p, o) in mine)
+
+
+async def test_a_purged_note_leaves_nothing_in_the_passage_index(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    paths = generate_vault(vault, 10, seed=8, mode="small-vocab")
+    path = paths[2]
+    path.write_text(path.read_text(encoding="utf-8") + "\nOnly here: zanzibarish.\n", encoding="utf-8")
+    await _sync(vault, db)
+    async with open_runtime(_settings(vault, db)) as rt:
+        node = await rt.store.read(
+            lambda c, p: c.execute("select id from nodes where path = ?", (p,)).fetchone()[0],
+            path.relative_to(vault).as_posix(),
+        )
+        await rt.store.write(forget_sql.purge_node, node, None)
+        assert await rt.store.read(_fts_rows, '"zanzibarish"') == 0
+        assert (
+            await rt.store.read(lambda c: c.execute("select count(*) from note_passages").fetchone()[0]) > 0
+        )
+        left = await rt.store.read(
+            lambda c, n: c.execute("select count(*) from note_passages where node_id = ?", (n,)).fetchone()[
+                0
+            ],
+            node,
+        )
+        assert left == 0
+        assert await rt.store.read(_integrity) == "ok"
+
+
+def _paths(conn: Any) -> dict[str, str]:
+    return dict(conn.execute("select id, path from nodes where path is not null").fetchall())
+
+
+def _fts_rows(conn: Any, match: str) -> int:
+    return conn.execute("select count(*) from chunks_fts where chunks_fts match ?", (match,)).fetchone()[0]
 
 
 # --- upgrading a database made before migration 9 ----------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Synchronous functions on the raw connection, run inside the caller's transaction (see `GraphStore`).
 Purging deletes the node row only; everything hanging off it goes by the foreign keys of m001-m004: its
-keys, edges (both directions), passages (whose delete triggers drop their `chunks_fts` rows and note their
-vectors in `vec_orphans`), its `note_docs` row (whose trigger drops the `notes_fts` row) and its property
+keys, edges (both directions), passages (taken out of `chunks_fts` with their text first; their delete trigger
+notes their vectors in `vec_orphans`), its `note_docs` row (whose trigger drops the `notes_fts` row) and its property
 history. Pending insights that name the node are withdrawn.
 """
 
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from server.store import history_sql
+from server.store import history_sql, passages_sql
 
 ARCHIVED = "archived"
 
@@ -55,6 +55,7 @@ def purge_node(conn: Any, node_id: str, drop_file: str | None) -> Purged:
             (node_id,),
         )
     ]
+    passages_sql.drop_passages(conn, node_id)  # out of the full-text index with their text (migration 9)
     conn.execute("delete from nodes where id = ?", (node_id,))
     stubs = 0
     for stub in linked_stubs:

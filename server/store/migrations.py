@@ -291,6 +291,7 @@ M008_BRIEF = """
 # texts are one compressed pack in `note_passages` (`passages_sql`), `chunks` keeps the small per-passage row
 # the vectors and the index are keyed by, and `chunks_fts` is contentless, rebuilt here from the same texts
 # (bm25 reads only the index, so rankings do not change). `engrama_pack` is registered by `apply_migrations`.
+# Deleting a passage no longer fires a trigger: the store takes it out of the index with its text first.
 M009_PASSAGES_ONCE = """
         create table note_passages (
             id integer primary key,
@@ -314,17 +315,16 @@ M009_PASSAGES_ONCE = """
         drop trigger chunks_au;
         drop trigger chunks_au_vec;
         drop table chunks_fts;
+        -- Contentless without contentless_delete: a passage leaves the index through the 'delete' command with
+        -- its text (`passages_sql.unindex_passages`), which keeps bm25's row count and lengths exact.
         create virtual table chunks_fts using fts5(
             title, heading, text,
-            content = '', contentless_delete = 1,
+            content = '',
             tokenize = 'porter unicode61 remove_diacritics 2'
         );
         insert into chunks_fts (rowid, title, heading, text) select id, title, heading, text from chunks order by id;
         alter table chunks drop column text;
 
-        create trigger chunks_ad after delete on chunks begin
-            delete from chunks_fts where rowid = old.id;
-        end;
         create trigger chunks_au_vec after update of title, heading on chunks
         when old.embedded_model is not null begin
             update chunks set embedded_model = null where id = new.id;

@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
 """Where the passages' text lives: once per note, packed (synchronous; run on the DB thread).
 
 A note's passages overlap (consecutive windows share trailing lines, `vault_sync.chunking`), so storing each
@@ -12,9 +14,12 @@ the database was 3.7x the vault). Now:
   stored in parts of at most `PART_BYTES`: a blob longer than a page goes to a chain of overflow pages whose
   last page is on average half empty, which on notes of a few KiB wasted more than the pack itself
   (measured with `dbstat`: 4.4 MiB unused for 3.1 MiB of packs on 2,000 small notes);
-- `chunks_fts` is contentless (`contentless_delete`): it holds the index only, fed with the text at insert
-  time (`stage_passages`, then `sync_sql.index_new_chunks`), and a deleted passage's row is dropped by rowid
-  (trigger `chunks_ad`). bm25 needs only the index, so search ranks exactly as before.
+- `chunks_fts` is contentless: it holds the index only, fed with the text at insert time (`stage_passages`,
+  then `sync_sql.index_new_chunks`). A passage leaves it through FTS5's 'delete' command given the text it
+  was indexed with (`unindex_passages`), which is what keeps bm25's statistics exact: a `contentless_delete`
+  table drops the row but never its tokens from the totals (row count and average length grow with every
+  edit; measured on SQLite 3.50), so rankings would drift as notes are edited. bm25 reads only the index, so
+  search ranks exactly as it did over the external-content table.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import json
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import sqlean
 
 # zlib level 6 (the default): levels 7-9 saved under 1% on notes and cost more time on a first sync.
 LEVEL = 6
@@ -100,6 +107,32 @@ def chunk_texts(conn: Any, chunk_ids: Sequence[int]) -> dict[int, str]:
         for chunk_id, node_id, ordinal in places
         if ordinal in texts.get(node_id, {})
     }
+
+
+def unindex_passages(conn: Any, passages: Sequence[tuple[int, str, str, str | None]]) -> None:
+    """Take passages (id, title, heading, text) out of `chunks_fts`, before their `chunks` rows go. A passage
+    whose text is unknown (None) cannot be taken out: its index row stays, unseen (searches join `chunks`)."""
+    try:
+        conn.executemany(
+            "insert into chunks_fts (chunks_fts, rowid, title, heading, text) values ('delete', ?, ?, ?, ?)",
+            [p for p in passages if p[3] is not None],
+        )
+    except sqlean.OperationalError as exc:
+        if "contentless_delete" not in str(exc):
+            raise
+        # A database upgraded by a development build of migration 9, whose index was `contentless_delete`.
+        conn.executemany("delete from chunks_fts where rowid = ?", [(p[0],) for p in passages])
+
+
+def drop_passages(conn: Any, node_id: str) -> None:
+    """Remove a node's passages: their index rows, their `chunks` rows and their stored texts (a purge)."""
+    rows = conn.execute(
+        "select id, ordinal, title, heading from chunks where node_id = ?", (node_id,)
+    ).fetchall()
+    texts = passages_by_note(conn, [node_id]).get(node_id, {})
+    unindex_passages(conn, [(r[0], r[2], r[3], texts.get(r[1])) for r in rows])
+    conn.execute("delete from chunks where node_id = ?", (node_id,))
+    conn.execute("delete from note_passages where node_id = ?", (node_id,))
 
 
 def stage_passages(conn: Any, rows: Sequence[tuple[int, str, str, str]]) -> None:

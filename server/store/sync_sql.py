@@ -248,10 +248,13 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
             chunk.text,
         ):
             keep.add(chunk.ordinal)
-    conn.executemany(
-        "delete from chunks where id = ?",
-        [(row[0],) for ordinal, row in existing.items() if ordinal not in keep],
-    )
+    gone = [
+        (row[0], row[1], row[2], old_texts.get(ordinal))
+        for ordinal, row in existing.items()
+        if ordinal not in keep
+    ]
+    passages_sql.unindex_passages(conn, gone)
+    conn.executemany("delete from chunks where id = ?", [(row[0],) for row in gone])
     new = [c for c in chunks if c.ordinal not in keep]
     conn.executemany(
         "insert into chunks (node_id, ordinal, title, heading) values (?, ?, ?, ?)",
