@@ -154,6 +154,37 @@ async def test_edits_leave_bm25_as_a_fresh_index_of_the_same_notes_would_give(tm
         assert all(mine[(p, o)] == score for p, o, score in other if (p, o) in mine)
 
 
+async def test_a_note_read_again_unchanged_is_not_counted_twice_by_whole_note_bm25(tmp_path: Path) -> None:
+    # The whole-note index is contentless_delete: re-indexing a note counts it again in bm25's totals. Notes
+    # whose words did not change (an id written into them, a frontmatter edit) are therefore left as they are.
+    vault, edited, fresh = tmp_path / "vault", tmp_path / "edited.db", tmp_path / "fresh.db"
+    paths = generate_vault(vault, 30, seed=7, mode="small-vocab")
+    await _sync(vault, edited)
+    for round_ in range(3):
+        for path in paths[:10]:
+            text = path.read_text(encoding="utf-8")
+            path.write_text(text.replace("\n", f"\nreviewed: {round_}\n", 1), encoding="utf-8")
+        await _sync(vault, edited)
+    await _sync(vault, fresh)
+    queries = [q for q in _queries(vault) if q.strip()]
+
+    async def scores(db: Path) -> list[list[float]]:
+        async with open_runtime(_settings(vault, db)) as rt:
+            found = []
+            for query in queries:
+                match = " OR ".join(f'"{w}"' for w in query.split())
+                found.append(
+                    [
+                        round(s, 9)
+                        for _, s in await rt.store.read(search_sql.note_hits, match, 30, NodeFilter())
+                    ]
+                )
+            return found
+
+    after_edits, rebuilt = await scores(edited), await scores(fresh)
+    assert any(after_edits) and after_edits == rebuilt
+
+
 async def test_a_purged_note_leaves_nothing_in_the_passage_index(tmp_path: Path) -> None:
     vault, db = tmp_path / "vault", tmp_path / "graph.db"
     paths = generate_vault(vault, 10, seed=8, mode="small-vocab")

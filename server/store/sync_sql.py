@@ -229,8 +229,9 @@ def replace_note_edges(conn: Any, node_id: str, links: Sequence[Link], now: str)
     )
 
 
-def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk]) -> None:
-    """Store the note's passages; unchanged passages keep their row (and so their embedding).
+def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk]) -> bool:
+    """Store the note's passages; unchanged passages keep their row (and so their embedding). True when any
+    passage changed (its words, heading or title), was added or went.
 
     The texts are stored once per note (`passages_sql`); new passages wait in the stage for
     `index_new_chunks`, which adds them to the full-text index."""
@@ -266,6 +267,7 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
     texts = {c.ordinal: c.text for c in chunks}
     if texts != old_texts:
         passages_sql.store_passages(conn, node_id, texts)
+    return bool(gone or new)
 
 
 def index_new_chunks(conn: Any) -> None:
@@ -280,10 +282,18 @@ def close_outgoing_edges(conn: Any, node_id: str, now: str) -> None:
 def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool]:
     """Apply many notes (in the caller's transaction); True for each node that is new."""
     moved_names: set[str] = set()  # names nodes gained or lost: the links using them are resolved again
-    created = [_apply_one(conn, u.note, u.node_id, u.chunks, u.state, now, moved_names) for u in updates]
+    changed: set[str] = set()  # notes whose indexed words changed: their whole-note row is indexed again
+    created = [
+        _apply_one(conn, u.note, u.node_id, u.chunks, u.state, now, moved_names, changed) for u in updates
+    ]
     reresolve_links(conn, moved_names, now)
     index_new_chunks(conn)
-    search_sql.index_note_docs(conn, [(u.node_id, u.note.name, u.note.body) for u in updates])
+    # Only changed notes: the whole-note index is `contentless_delete`, which never takes a deleted row out of
+    # bm25's totals, so every needless re-index (a note read again after its id was written, a change to its
+    # frontmatter only) would count the note once more.
+    search_sql.index_note_docs(
+        conn, [(u.node_id, u.note.name, u.note.body) for u in updates if u.node_id in changed]
+    )
     return created
 
 
@@ -302,9 +312,10 @@ def _apply_one(
     state: FileState,
     now: str,
     moved_names: set[str],
+    changed: set[str],
 ) -> bool:
     existing = conn.execute(
-        "select status, path, properties, coalesce(began_at, created_at) as began_at from nodes where id = ?",
+        "select status, path, name, properties, coalesce(began_at, created_at) as began_at from nodes where id = ?",
         (node_id,),
     ).fetchone()
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
@@ -360,7 +371,9 @@ def _apply_one(
     replace_keys(conn, node_id, keys)
     absorb_stubs(conn, node_id, keys)
     replace_note_edges(conn, node_id, note.links, now)
-    replace_chunks(conn, node_id, note.name, chunks)
+    passages_changed = replace_chunks(conn, node_id, note.name, chunks)
+    if passages_changed or existing is None or existing["status"] == "stub" or existing["name"] != note.name:
+        changed.add(node_id)
     record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
     return existing is None or existing["status"] == "stub"
 
