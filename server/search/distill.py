@@ -29,23 +29,28 @@ NEAR_COPY = 0.5  # shingle resemblance from which two passages count as versions
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def shingles(text: str, size: int = 3) -> frozenset[tuple[str, ...]]:
-    """The runs of `size` consecutive words of `text`, casefolded (its words when it has fewer)."""
-    words = [w.casefold() for w in _WORD.findall(text)]
+def shingles(text: str, size: int = 3) -> frozenset[int]:
+    """The runs of `size` consecutive words of `text`, casefolded, as hashes (its words when it has fewer)."""
+    words = _WORD.findall(text.casefold())
     if len(words) < size:
-        return frozenset([tuple(words)]) if words else frozenset()
-    return frozenset(tuple(words[i : i + size]) for i in range(len(words) - size + 1))
+        return frozenset([hash(tuple(words))]) if words else frozenset()
+    return frozenset(map(hash, zip(*(words[i:] for i in range(size)), strict=False)))
 
 
-def resemblance(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
+def resemblance(a: frozenset[int], b: frozenset[int]) -> float:
     """Jaccard of two shingle sets: 1 for the same text, near 0 for different texts on one topic."""
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
 
 
-def redundancy(a: frozenset[tuple[str, ...]], b: frozenset[tuple[str, ...]]) -> float:
-    """The resemblance of two passages when they are versions of one (from NEAR_COPY up), else 0."""
+def redundancy(a: frozenset[int], b: frozenset[int]) -> float:
+    """The resemblance of two passages when they are versions of one (from NEAR_COPY up), else 0. Sets whose
+    sizes differ by more than that ratio cannot get there, and are not compared."""
+    small, large = sorted((len(a), len(b)))
+    if small < NEAR_COPY * large:
+        return 0.0
     value = resemblance(a, b)
     return value if value >= NEAR_COPY else 0.0
 

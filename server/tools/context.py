@@ -68,7 +68,7 @@ def register(mcp: MCPServer) -> None:
         label: Annotated[
             str | None, Field(description="its label, to choose between same-named entities")
         ] = None,
-        hops: Annotated[int, Field(ge=1, le=3, description="how far to follow relations: 1, 2 or 3")] = 1,
+        hops: Annotated[int, Field(ge=1, le=3, description="relations to follow: 1, 2 or 3")] = 1,
         as_of: Annotated[
             str | None,
             Field(description="ISO date (e.g. 2025-03-01): show the entity as it was on that day"),

@@ -88,7 +88,7 @@ def register(mcp: MCPServer) -> None:
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_approve_insight(
         ctx: Context,
-        insight_id: Annotated[str, Field(description="the insight's id, e.g. ins-1a2b3c4d5e6f")],
+        insight_id: Annotated[str, Field(description="its id, e.g. ins-1a2b3c4d5e6f")],
         action: Annotated[
             Literal["approve", "dismiss"], Field(description="the person's decision")
         ] = "approve",

@@ -126,9 +126,9 @@ def register(mcp: MCPServer) -> None:
     @mcp.tool(annotations=WRITES_IDEMPOTENT)
     async def engrama_relate(
         ctx: Context,
-        source: Annotated[str, Field(description="name of the entity the relation starts from")],
+        source: Annotated[str, Field(description="the entity the relation starts from")],
         rel_type: Annotated[str, Field(description="relation type from the profile, e.g. USES, DEPENDS_ON")],
-        target: Annotated[str, Field(description="name of the entity it points to")],
+        target: Annotated[str, Field(description="the entity it points to")],
         source_label: Annotated[
             str | None, Field(description="the source's label, if it may not exist yet")
         ] = None,

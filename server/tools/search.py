@@ -60,7 +60,7 @@ def register(mcp: MCPServer) -> None:
             str,
             Field(
                 min_length=1,
-                description="a question, keywords, or a pasted passage to find related notes",
+                description="a question, keywords, or a pasted passage",
                 json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # checked below, with a clearer message
             ),
         ],
@@ -70,11 +70,9 @@ def register(mcp: MCPServer) -> None:
         as_of: Annotated[str | None, Field(description="ISO date: what was known on that day")] = None,
         reference_time: Annotated[
             str | None,
-            Field(
-                description='when the question is asked, ISO; "last week" counts back from it (default now)'
-            ),
+            Field(description='ISO time of asking; "last week" counts from it'),
         ] = None,
-        explain: Annotated[bool, Field(description="say per result which step placed it, and why")] = False,
+        explain: Annotated[bool, Field(description="why each result ranks")] = False,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search the person's long-term memory (their Obsidian vault) by meaning and keywords. Call it
         before answering anything about their projects, people, decisions or past work, and before
