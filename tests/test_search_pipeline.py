@@ -258,3 +258,40 @@ async def test_an_order_question_brings_every_event_into_the_first_places(
 async def test_a_bad_reference_time_says_which_format_is_expected(runtime: Runtime) -> None:
     with pytest.raises(ValueError, match="reference_time must be an ISO date"):
         await search(runtime, "anything", reference_time="last tuesday")
+
+
+# --- bounded cost on common words (issue 15) -----------------------------------------------------------------
+
+
+async def test_when_the_words_are_everywhere_the_rows_holding_all_of_them_are_scored(
+    runtime: Runtime, vault: Path
+) -> None:
+    """Past the row budget, bm25 scores only the rows holding every word: the same first results as scoring
+    them all, because those rows rank first anyway."""
+    from dataclasses import replace
+
+    from server.search import service
+    from server.search.service import DEFAULT_TUNING, run_search
+    from server.store import tiers_sql
+    from server.store.search_sql import NodeFilter
+
+    rng = random.Random(3)
+    for i in range(70):
+        write(vault, f"Both/B{i}.md", f"granite meadow {' '.join(rng.sample(VOCAB, 6))} {i}\n")
+    for i in range(120):
+        word = "granite" if i % 2 else "meadow"
+        write(vault, f"One/O{i}.md", f"{word} {' '.join(rng.sample(VOCAB[8:], 6))} {i}\n")
+    await runtime.require_sync().sync_vault()
+    match = '"granite" OR "meadow"'
+    assert await runtime.store.read(tiers_sql.match_count, "passages", match, 1000) == 190
+    bounded_match = await runtime.store.read(
+        service._bounded, "passages", match, replace(DEFAULT_TUNING, row_budget=100)
+    )
+    assert bounded_match == '"granite" AND "meadow"'  # 190 rows would be scored: only the 70 with both are
+    assert await runtime.store.read(service._bounded, "passages", match, DEFAULT_TUNING) == match
+    bounded = replace(DEFAULT_TUNING, row_budget=100, distill=False)
+    unbounded = replace(DEFAULT_TUNING, row_budget=None, distill=False)
+    fast = await run_search(runtime, "granite meadow", NodeFilter(), 10, False, bounded)
+    full = await run_search(runtime, "granite meadow", NodeFilter(), 10, False, unbounded)
+    assert all((h.path or "").startswith("Both/") for h in fast.results)
+    assert [h.path for h in fast.results] == [h.path for h in full.results]

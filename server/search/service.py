@@ -33,7 +33,7 @@ from server.search import anchors, distill, fusion, telling, walk, when
 from server.search.fts_query import query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
-from server.store import nodes_sql, search_sql, vectors_sql, walk_sql
+from server.store import nodes_sql, search_sql, tiers_sql, vectors_sql, walk_sql
 from server.store.search_sql import NodeFilter, NodeRow, PassageHit
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 MAX_LIMIT = 50
 MIN_LEADERS = 50  # candidates kept for the graph and recency step (at least 5 x limit)
 QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather than keep the person waiting
+ROW_BUDGET = (
+    8_000  # about 6 ms of bm25 on 2 cores; past it the question's rarer co-occurrences decide (_bounded)
+)
 RESCORE_BUDGET = 0.6  # seconds: past it, passages not yet embedded count by their words alone
 DISTILL_WINDOW = 20  # results the distill step may reorder (at least twice the limit)
 WALK_LINKS = 2000  # links fetched per hop of the graph walk: a hub's thousands of backlinks are not all read
@@ -83,6 +86,7 @@ class Tuning:
     passage_candidates: int = 300
     note_candidates: int = 100
     vector_candidates: int = 100
+    row_budget: int | None = ROW_BUDGET  # rows bm25 may score per index before only rows with every word are
     rescore: int = 30  # the best full-text passages the model re-scores (see _rescore)
     rescore_budget: float | None = RESCORE_BUDGET  # seconds of embedding a query may spend on them
     distill: bool = True  # the top results chosen for coverage (distill.py)
@@ -513,7 +517,29 @@ def _nearest(
 def _note_hits(conn: Any, match: str, where: NodeFilter, tuning: Tuning) -> dict[str, float]:
     if not tuning.use_notes:
         return {}
+    match = _bounded(conn, "notes", match, tuning)
     return dict(search_sql.note_hits(conn, match, tuning.note_candidates, where))
+
+
+def _bounded(conn: Any, index: str, match: str, tuning: Tuning) -> str:
+    """The full-text query to score `index` with, so that its cost does not grow with how common the words
+    are (issue 15).
+
+    bm25 scores every row the OR of the question's words matches: in a vault where those words are in most
+    notes, that is tens of thousands of rows for one question. When the OR would score more than
+    `tuning.row_budget` rows, the rows holding *every* word are scored instead, if there are enough of them to
+    fill the candidates' first places: coordination-level ranking, the oldest rule of text retrieval (a row
+    holding all the words of the question comes before one holding some). Their bm25 scores are exactly what
+    the OR would give them; only rows holding some of the words go unscored. Otherwise the OR is scored as
+    usual. Counting the rows reads only the index's row-id lists, up to the budget."""
+    if tuning.row_budget is None or " OR " not in match:
+        return match
+    if tiers_sql.match_count(conn, index, match, tuning.row_budget + 1) <= tuning.row_budget:
+        return match
+    every = match.replace(" OR ", " AND ")
+    if tiers_sql.match_count(conn, index, every, MIN_LEADERS) < MIN_LEADERS:
+        return match
+    return every
 
 
 def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _Gathered:
@@ -521,7 +547,8 @@ def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _
     `aside` when given. A query the embedder answered makes this a hybrid search even when no passage vector
     is stored yet (the model re-scores the best passages: `_rescore`)."""
     tuning, where, vector = plan.tuning, plan.where, plan.vector
-    passages = search_sql.passage_hits(conn, plan.match, tuning.passage_candidates, where)
+    match = _bounded(conn, "passages", plan.match, tuning)
+    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
     # With a vector, the aside part is the vector scan and the notes are scored here, before waiting for it.
     notes = _note_hits(conn, plan.match, where, tuning) if vector is not None else None
     extra = (_aside_result(aside) if aside is not None else None) or _aside_hits(
