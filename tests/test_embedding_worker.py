@@ -140,7 +140,7 @@ async def test_a_service_that_stops_answering_degrades_search_and_recovers(
         await until(lambda: backlog(rt) == 0)
         assert (await search(rt, "stake tomatoes")).search_mode == "hybrid"
         endpoint.mode = "hang"
-        response = await search(rt, "stake tomatoes")
+        response = await search(rt, "when to stake tomatoes")  # a new query: the first one's vector is cached
         assert response.search_mode == "fulltext"
         assert "did not answer within 0.3s" in (response.degraded_reason or "")
         assert response.results[0].name == "Tomatoes"  # full text still answers

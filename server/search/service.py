@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable
-from server.embeddings.ondemand import passage_vectors
+from server.embeddings.ondemand import passage_vectors, query_vector
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
 from server.search import anchors, distill, fusion, telling, walk, when
@@ -44,7 +44,7 @@ QUERY_EMBED_TIMEOUT = 2.0  # seconds; past this, answer from full text rather th
 ROW_BUDGET = (
     8_000  # about 6 ms of bm25 on 2 cores; past it the question's rarer co-occurrences decide (_bounded)
 )
-RESCORE_BUDGET = 0.6  # seconds: past it, passages not yet embedded count by their words alone
+RESCORE_BUDGET = 0.4  # seconds (p95 of a search while the backfill runs stays under 1 s): past it, passages not yet embedded count by their words alone
 DISTILL_WINDOW = 20  # results the distill step may reorder (at least twice the limit)
 WALK_LINKS = 2000  # links fetched per hop of the graph walk: a hub's thousands of backlinks are not all read
 MAX_EVENTS = 3  # events of an order or duration question searched on their own
@@ -465,8 +465,8 @@ async def _query_vector(rt: Runtime, query: str) -> tuple[QueryVector | None, st
     if not isinstance(embedder, Embedder):
         return None, "the embedding worker is not running, so queries are not embedded"
     try:
-        task = embedder.embed([query[:MAX_EMBED_CHARS]])
-        [values] = await asyncio.wait_for(task, QUERY_EMBED_TIMEOUT)
+        task = query_vector(rt, embedder, query[:MAX_EMBED_CHARS])  # cached, ahead of the backfill
+        values = await asyncio.wait_for(task, QUERY_EMBED_TIMEOUT)
     except TimeoutError:
         reason = f"the embedder did not answer within {QUERY_EMBED_TIMEOUT:g}s"
     except EmbeddingUnavailable as exc:
