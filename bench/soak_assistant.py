@@ -239,6 +239,13 @@ class Assistant:
             return {"source": rng.choice(live).path, "source_type": "note"} if live else None
         if tool == "engrama_status":
             return {}
+        if tool == "engrama_brief":
+            return {"cues": name} if rng.random() < 0.5 else {"budget_tokens": rng.choice([300, 1500])}
+        if tool == "engrama_read_note":
+            live = self.person.live()
+            if live and rng.random() < 0.6:
+                return {"path": rng.choice(live).path, "max_chars": rng.choice([200, 100_000])}
+            return {"name": name}
         return None
 
     WEIGHTS = {
@@ -255,6 +262,8 @@ class Assistant:
         "engrama_write_insight_to_vault": 0.3,
         "engrama_ingest": 0.3,
         "engrama_status": 1.0,
+        "engrama_brief": 0.3,
+        "engrama_read_note": 1.0,
     }
 
     async def one_call(self, rng: random.Random) -> None:
