@@ -37,6 +37,20 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
         assert f"engrama-vault {name}" in readme, f"README does not document `engrama-vault {name}`"
 
 
+def test_ci_installs_and_tests_as_the_readme_says() -> None:
+    """A fresh machine needs exactly two commands (the example run, the tests), and CI runs the second."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    setup = readme.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0].strip() for b in setup.split("```bash\n")[1:]]
+    assert len(blocks) == 2 and all("\n" not in b for b in blocks), blocks
+    assert "--vault examples/vault" in blocks[0]
+    extras = blocks[1].split("pip install -e '.[", 1)[1].split("]'", 1)[0]
+    assert "local" in extras.split(","), "the tests must install the [local] extra so its tests run"
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"pip install --quiet -e '.[{extras}]'" in ci and "\npython -m pytest\n" in ci
+    assert blocks[1].endswith("-m pytest")
+
+
 def test_init_records_the_profile_and_status_json_reports_it(tmp_path: Path) -> None:
     vault, db = tmp_path / "vault", tmp_path / "g.db"
     vault.mkdir()
