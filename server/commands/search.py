@@ -56,7 +56,12 @@ def run(args: argparse.Namespace) -> int:
                     log.warning(
                         "%d note(s) could not be read; `engrama-vault sync` names them", len(report.errors)
                     )
-            response = await search(rt, args.query, limit=args.limit)
+            embedder = await _query_embedder(rt)
+            try:
+                response = await search(rt, args.query, limit=args.limit)
+            finally:
+                if embedder is not None:
+                    await embedder.aclose()
         found: dict[str, Any] = {
             "results": [_hit(asdict(hit)) for hit in response.results],
             "search_mode": response.search_mode,
@@ -71,6 +76,27 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_human(found))
     return 0
+
+
+async def _query_embedder(rt: Any) -> Any:
+    """The configured embedder, attached for this search as the server attaches it, so the command ranks as
+    the tool does (the local model loads in a fraction of a second); None without one."""
+    settings = rt.settings
+    if settings.embedding_provider == "none":
+        return None
+    from server.embeddings import make_embedder
+    from server.embeddings.worker import attach_embedder
+
+    embedder = make_embedder(
+        settings.embedding_provider,
+        settings.embedding_model,
+        settings.embedding_dimensions,
+        settings.openai_base_url,
+        settings.openai_api_key,
+    )
+    if embedder is not None:
+        await attach_embedder(rt, embedder)
+    return embedder
 
 
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
