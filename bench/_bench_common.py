@@ -26,7 +26,7 @@ from typing import Any
 
 import sqlean
 
-from server.embeddings import INSTALL_HINT, local_available, make_embedder
+from server.embeddings import INSTALL_HINT, configured_embedder, local_available
 from server.embeddings.worker import attach_embedder, embed_pending, prepare_vector_table
 from server.runtime import Runtime, open_runtime
 from server.search.service import DEFAULT_TUNING, Tuning, parse_reference_time, run_search, search
@@ -135,13 +135,7 @@ async def open_product(
         await rt.require_sync().sync_vault()
         sync_seconds = time.perf_counter() - started
         embedded, embed_seconds = 0, 0.0
-        embedder = make_embedder(
-            settings.embedding_provider,
-            settings.embedding_model,
-            settings.embedding_dimensions,
-            settings.openai_base_url,
-            settings.openai_api_key,
-        )
+        embedder = configured_embedder(settings)
         try:
             if embedder is not None:
                 await prepare_vector_table(rt, embedder)  # loads the model outside any timed search

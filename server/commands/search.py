@@ -84,16 +84,10 @@ async def _query_embedder(rt: Any) -> Any:
     settings = rt.settings
     if settings.embedding_provider == "none":
         return None
-    from server.embeddings import make_embedder
+    from server.embeddings import configured_embedder
     from server.embeddings.worker import attach_embedder
 
-    embedder = make_embedder(
-        settings.embedding_provider,
-        settings.embedding_model,
-        settings.embedding_dimensions,
-        settings.openai_base_url,
-        settings.openai_api_key,
-    )
+    embedder = configured_embedder(settings)
     if embedder is not None:
         await attach_embedder(rt, embedder)
     return embedder

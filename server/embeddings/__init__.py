@@ -1,7 +1,7 @@
 """Embedders: one small async interface, four providers (none, openai, local, fake) and a factory."""
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable, normalized
-from server.embeddings.factory import PROVIDERS, make_embedder
+from server.embeddings.factory import PROVIDERS, configured_embedder, make_embedder
 from server.embeddings.fake import FakeEmbedder
 from server.embeddings.local import INSTALL_HINT, LocalEmbedder, local_available
 from server.embeddings.openai_compat import DEFAULT_BASE_URL, OpenAIEmbedder
@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "INSTALL_HINT",
     "PROVIDERS",
+    "configured_embedder",
     "Embedder",
     "EmbeddingUnavailable",
     "FakeEmbedder",

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from server.embeddings.base import Embedder
 from server.embeddings.fake import FakeEmbedder
 from server.embeddings.local import LocalEmbedder, local_available
 from server.embeddings.openai_compat import DEFAULT_BASE_URL, DEFAULT_OPENAI_MODEL, OpenAIEmbedder
 
+if TYPE_CHECKING:
+    from server.settings import Settings
+
 PROVIDERS = ("auto", "none", "openai", "local", "fake")
+
+
+def configured_embedder(settings: Settings) -> Embedder | None:
+    """The embedder `settings` choose (flags > environment > defaults, already resolved), or None."""
+    return make_embedder(
+        settings.embedding_provider,
+        settings.embedding_model,
+        settings.embedding_dimensions,
+        settings.openai_base_url,
+        settings.openai_api_key,
+    )
 
 
 def make_embedder(

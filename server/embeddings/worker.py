@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable
-from server.embeddings.factory import make_embedder
+from server.embeddings.factory import configured_embedder
 from server.embeddings.priority import priority
 from server.runtime import Runtime
 from server.store import vectors_sql
@@ -266,13 +266,7 @@ async def embedding_worker(
     (a configuration error) or sqlite-vec did not load: the server still serves full-text search."""
     s = rt.settings
     try:
-        embedder = embedder or make_embedder(
-            s.embedding_provider,
-            s.embedding_model,
-            s.embedding_dimensions,
-            s.openai_base_url,
-            s.openai_api_key,
-        )
+        embedder = embedder or configured_embedder(s)
     except ValueError as exc:
         mark_degraded(rt, f"embedder not configured correctly: {exc}")
         yield None
