@@ -258,6 +258,8 @@ def _make_m007_copy(fresh: Path, old: Path) -> None:
         conn.execute(f"insert into main.notes_fts_{shadow} select * from fresh.notes_fts_{shadow}")
     conn.execute("delete from main.sqlite_sequence")
     conn.execute("insert into main.sqlite_sequence select * from fresh.sqlite_sequence")
+    # As if the newest passages had been deleted since: ids up to here were given out and must stay unused.
+    conn.execute("update main.sqlite_sequence set seq = seq + 1000 where name = 'chunks'")
     conn.execute("commit")
     conn.execute("detach database fresh")
     conn.close()
@@ -297,6 +299,16 @@ async def test_a_database_made_before_migration_9_upgrades_in_place_and_searches
     conn = sqlean.connect(str(old))
     assert conn.execute("select max(number) from schema_migrations").fetchone()[0] >= 9
     assert "text" not in [r[1] for r in conn.execute("pragma table_info(chunks)")]
+    # Chunk ids are never reused (vectors are keyed by them): the highest one ever given survives the copy.
+    sequence = "select seq from sqlite_sequence where name = 'chunks'"
+    assert (
+        conn.execute(sequence).fetchone()[0]
+        == sqlean.connect(str(fresh)).execute(sequence).fetchone()[0] + 1000
+    )
+    assert (
+        conn.execute("pragma freelist_count").fetchone()[0]
+        < 0.25 * conn.execute("pragma page_count").fetchone()[0]
+    )
     conn.close()
     # The upgraded file keeps the index in step with edits like a new one.
     path = sorted(vault.rglob("*.md"))[7]
