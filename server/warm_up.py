@@ -3,8 +3,8 @@ of a new server took 35-50 ms against 8-10 ms for later ones).
 
 What is cold in a new process, measured: the query tokenizer's Unicode pattern (built on first use from the
 Unicode tables, ~40 ms on two busy cores), the aside connection (opened on first use, with sqlite-vec loaded),
-and each connection's first read of the schema and of the FTS5 index structure. One throwaway search for a
-word no note holds touches all of them and reads next to nothing else.
+each connection's first read of the schema and of the FTS5 index structure, and the first pass through the
+steps that only run when something is found. One throwaway search for a note's name touches all of them.
 
 It starts a moment after the lifespan opens, so it never competes with the answer to `initialize`, and it
 runs behind the start-up catch-up on the database thread like any other read.
@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 from server.runtime import Runtime
 from server.search.service import search
@@ -27,11 +28,18 @@ WARM_QUERY = "engrama warm up"
 
 
 async def warm_up(rt: Runtime) -> None:
-    """Run one throwaway search; a failure here only means the first real search is slower."""
+    """Run one throwaway search for a note's name (so the steps that work on results run too: graph, distill,
+    snippets); a failure here only means the first real search is slower."""
     try:
-        await search(rt, WARM_QUERY, limit=1)
+        name = await rt.store.read(_some_name)
+        await search(rt, name or WARM_QUERY, limit=3)
     except Exception as exc:  # the outermost handler of a background task: log it, never raise
         log.debug("search warm-up failed (the first search will be slower): %s", exc)
+
+
+def _some_name(conn: Any) -> str | None:
+    row = conn.execute("select name from nodes where status = 'active' limit 1").fetchone()
+    return None if row is None else row[0]
 
 
 @asynccontextmanager
