@@ -1,3 +1,5 @@
+# pyright: reportAttributeAccessIssue=false
+# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
 """Benchmark the vault sync: first full sync and re-sync of an unchanged vault, through `engrama-vault sync`.
 
     python bench/sync_bench.py --notes 10000
@@ -7,7 +9,8 @@ child process three times: first sync (ids inserted into every note), unchanged 
 the database is deleted (rebuild from the vault). Reports wall time, notes/s, the peak memory of the biggest
 process, and (Linux) the peak of the whole process tree: a big sync reads notes in worker processes.
 Targets (issue #3): first sync >= 500 notes/s without embeddings; unchanged re-sync <= 2 s.
-Also prints the load average before each run: on a shared machine, compare runs made back to back.
+Also prints the load average before each run: on a shared machine, compare runs made back to back, and at the
+end where the database's bytes go (the largest tables and indexes, from SQLite's dbstat).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import sqlean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vaultgen import MODES, generate_vault  # noqa: E402
@@ -108,6 +113,20 @@ def main() -> None:
         print(
             f"db size: {os.path.getsize(db) / 2**20:.0f} MiB ({os.path.getsize(db) / 2**20 / size:.2f}x the vault)"
         )
+        print_breakdown(db, size * 2**20)
+
+
+def print_breakdown(db: Path, vault_bytes: float, top: int = 12) -> None:
+    """Where the database's bytes go: the largest tables and indexes (SQLite's dbstat), against the vault."""
+    conn = sqlean.connect(str(db))
+    try:
+        rows = conn.execute(
+            "select name, sum(pgsize) as bytes from dbstat group by name order by bytes desc limit ?", (top,)
+        ).fetchall()
+    finally:
+        conn.close()
+    for name, size in rows:
+        print(f"  {name:32} {size / 2**20:8.1f} MiB  {size / vault_bytes:5.2f}x the vault")
 
 
 def _load() -> str:
