@@ -265,10 +265,14 @@ async def test_an_event_storm_converges_with_a_full_pass(rt: Runtime, vault: Pat
     ids = [str(uuid.uuid4()) for _ in range(2000)]
 
     def checkout() -> None:  # what a git checkout or a sync client catching up looks like
-        folder.mkdir()
+        # Written beside the vault and moved in at once, so the 2,000 events arrive as one burst however
+        # loaded the machine is (written one by one into the vault, a busy disk spreads them out).
+        staging = vault.parent / "staging"
+        staging.mkdir()
         for i, node_id in enumerate(ids):
             text = f"---\nengrama_id: {node_id}\n---\n# S{i}\nquokka\n"
-            (folder / f"S{i:04}.md").write_text(text, encoding="utf-8")
+            (staging / f"S{i:04}.md").write_text(text, encoding="utf-8")
+        staging.rename(folder)
 
     async with live_sync(rt, quiet=0.05, storm_threshold=500) as running:
         await running.wait_idle()
