@@ -295,3 +295,25 @@ async def test_when_the_words_are_everywhere_the_rows_holding_all_of_them_are_sc
     full = await run_search(runtime, "granite meadow", NodeFilter(), 10, False, unbounded)
     assert all((h.path or "").startswith("Both/") for h in fast.results)
     assert [h.path for h in fast.results] == [h.path for h in full.results]
+
+
+# --- explain -------------------------------------------------------------------------------------------------
+
+
+async def test_explain_names_the_step_that_placed_each_result(runtime: Runtime, vault: Path) -> None:
+    write(vault, "Projects/Zephyr.md", "An internal tool. Team: [[Ingrid Solberg]].\n")
+    write(vault, "People/Ingrid Solberg.md", "Backend engineer.\n")
+    strong = "The zephyr wind report: zephyr gusts, zephyr calm, a zephyr again over the bay.\n"
+    for i in range(3):
+        write(vault, f"Weather/Copy {i}.md", strong)
+    write(vault, "Weather/Breeze.md", "A light breeze; the zephyr came late.\n")
+    await runtime.require_sync().sync_vault()
+    hits = (await search(runtime, "zephyr", explain=True)).results
+    steps = {h.name: h.step for h in hits}
+    assert hits[0].name == "Zephyr" and steps["Zephyr"] == "exact title"
+    assert steps["Copy 0"] == "text"
+    # The person note is found by the walk from Zephyr, and comes before the copies of Copy 0 by distill.
+    assert steps["Ingrid Solberg"] == "graph; distill moved it up from 5 to 3", steps
+    for hit in hits:
+        assert hit.signals is not None and hit.score == pytest.approx(sum(hit.signals.values()), abs=1e-3)
+    assert all(h.step is None and h.signals is None for h in (await search(runtime, "zephyr")).results)

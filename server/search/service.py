@@ -349,8 +349,8 @@ def _finish(
     for i, c in enumerate(top):
         if c.node_id in anchored.exact:
             c.step = "exact title"
-        elif by_score[c.node_id] > i:
-            c.step = f"distill (from {by_score[c.node_id] + 1} to {i + 1})"
+        elif by_score[c.node_id] > i:  # a copy of a result above gave way: the step that found it, and that
+            c.step = f"{fusion.main_step(c)}; distill moved it up from {by_score[c.node_id] + 1} to {i + 1}"
         else:
             c.step = fusion.main_step(c)
     return [(c, nodes[c.node_id], texts.get(c.node_id, "")) for c in top]
