@@ -348,3 +348,16 @@ async def test_the_server_warms_search_up_after_start(tmp_path: Path) -> None:
         while fts_query._token_pattern.cache_info().currsize == 0:  # built by the warm-up, not by a search
             assert time.monotonic() < deadline, "no warm-up search ran after start-up"
             await asyncio.sleep(0.02)
+
+
+def test_the_console_script_module_imports_nothing_a_reader_process_would_carry() -> None:
+    """Reader processes are spawned and re-import the console script's module: it must stay tiny."""
+    import subprocess
+    import sys
+    import tomllib
+
+    scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["engrama-vault"] == "server.entry:main"
+    code = "import sys, server.entry; print(sorted(m for m in ('server.cli', 'mcp', 'pydantic') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
