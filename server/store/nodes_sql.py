@@ -195,7 +195,12 @@ def _note_date(row: Any) -> date | None:
     properties = properties if isinstance(properties, dict) else {}
     keyed = {str(k).strip().casefold(): v for k, v in properties.items()}
     path = row["path"] or ""
-    texts = [PurePosixPath(path).stem, path.removesuffix(".md"), row["name"] or "", str(keyed.get("title") or "")]
+    texts = [
+        PurePosixPath(path).stem,
+        path.removesuffix(".md"),
+        row["name"] or "",
+        str(keyed.get("title") or ""),
+    ]
     for moment in (
         lenient_moment(keyed["date"]) if "date" in keyed else None,
         *(title_date(text) for text in texts if text),
