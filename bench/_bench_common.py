@@ -14,11 +14,13 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import re
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -325,3 +327,29 @@ def compare_runs(a_path: Path, b_path: Path, row: str | None = None) -> None:
     for old, new in changed:
         ranks = ", ".join(f"{e}: {old.ranks.get(e)} -> {new.ranks.get(e)}" for e in sorted(new.ranks))
         print(f"    {new.qid:<16}{new.group:<27}{ranks}")
+
+
+def bench_parser(description: str, data: Path, backfill_help: str) -> argparse.ArgumentParser:
+    """The options both retrieval benches take; each adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--embedder", choices=("none", "local", "both"), default="both")
+    parser.add_argument("--backfill", action="store_true", help=backfill_help)
+    parser.add_argument(
+        "--no-budget",
+        action="store_true",
+        help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
+    )
+    parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")
+    parser.add_argument("--data", type=Path, default=data)
+    parser.add_argument("--out", type=Path, help="write per-question results to this JSON file")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two saved runs")
+    parser.add_argument("--row", help='with --compare: the row ("none"), or one per run ("none,local")')
+    return parser
+
+
+def run_or_compare(args: argparse.Namespace, run: Callable[[argparse.Namespace], Awaitable[None]]) -> None:
+    """`--compare A B` prints the paired comparison of two saved runs; otherwise the bench runs."""
+    if args.compare:
+        compare_runs(*args.compare, row=args.row)
+        return
+    asyncio.run(run(args))

@@ -28,7 +28,6 @@ better/worse/same counts against bm25, and search latency median / p95.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import tempfile
@@ -45,10 +44,11 @@ from bench._bench_common import (  # noqa: E402
     Outcome,
     PlainBM25,
     ask,
-    compare_runs,
+    bench_parser,
     open_product,
     print_rows,
     ranks_of,
+    run_or_compare,
     save_run,
     skip_reason,
     timed_bm25,
@@ -209,27 +209,13 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="LoCoMo retrieval through engrama-vault's search")
-    parser.add_argument("--embedder", choices=("none", "local", "both"), default="both")
-    parser.add_argument(
-        "--backfill", action="store_true", help="embed every passage first (slow with a model)"
-    )
-    parser.add_argument(
-        "--no-budget",
-        action="store_true",
-        help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
+    parser = bench_parser(
+        "LoCoMo retrieval through engrama-vault's search",
+        DATA,
+        "embed every passage first (slow with a model)",
     )
     parser.add_argument("--ablation", action="store_true", help="also run the full-text variants")
-    parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", type=Path, help="write per-question results to this JSON file")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two saved runs")
-    parser.add_argument("--row", help='with --compare: the row ("none"), or one per run ("none,local")')
-    args = parser.parse_args(argv)
-    if args.compare:
-        compare_runs(*args.compare, row=args.row)
-        return
-    asyncio.run(run(args))
+    run_or_compare(parser.parse_args(argv), run)
 
 
 if __name__ == "__main__":

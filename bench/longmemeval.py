@@ -35,7 +35,6 @@ Paired counts: per metric, how many questions a row does better / worse / the sa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
 import json
 import math
@@ -58,11 +57,12 @@ from bench._bench_common import (  # noqa: E402
     PlainBM25,
     Product,
     ask,
-    compare_runs,
+    bench_parser,
     found_within,
     open_product,
     print_rows,
     ranks_of,
+    run_or_compare,
     save_run,
     skip_reason,
     timed_bm25,
@@ -285,26 +285,14 @@ def _prepared(products: list[Product]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="LongMemEval_S retrieval through engrama-vault's search")
-    parser.add_argument("--embedder", choices=("none", "local", "both"), default="both")
-    parser.add_argument("--backfill", action="store_true", help="embed every passage of a vault first (slow)")
-    parser.add_argument(
-        "--no-budget",
-        action="store_true",
-        help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
+    parser = bench_parser(
+        "LongMemEval_S retrieval through engrama-vault's search",
+        DATA,
+        "embed every passage of a vault first (slow)",
     )
-    parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--types", help="only these question types, comma-separated")
-    parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", type=Path, help="write per-question results to this JSON file")
-    parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two saved runs")
-    parser.add_argument("--row", help='with --compare: the row ("none"), or one per run ("none,local")')
-    args = parser.parse_args(argv)
-    if args.compare:
-        compare_runs(*args.compare, row=args.row)
-        return
-    asyncio.run(run(args))
+    run_or_compare(parser.parse_args(argv), run)
 
 
 if __name__ == "__main__":
