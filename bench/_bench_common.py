@@ -20,7 +20,7 @@ import json
 import re
 import statistics
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -347,7 +347,9 @@ def bench_parser(description: str, data: Path, backfill_help: str) -> argparse.A
     return parser
 
 
-def run_or_compare(args: argparse.Namespace, run: Callable[[argparse.Namespace], Awaitable[None]]) -> None:
+def run_or_compare(
+    args: argparse.Namespace, run: Callable[[argparse.Namespace], Coroutine[Any, Any, None]]
+) -> None:
     """`--compare A B` prints the paired comparison of two saved runs; otherwise the bench runs."""
     if args.compare:
         compare_runs(*args.compare, row=args.row)
