@@ -147,7 +147,8 @@ class ToolWrite:
     t: float
     token: str
     node_id: str
-    path: str
+    path: str  # "" when a follower queued the write for the holder
+    name: str = ""  # the entity's name, as the call gave it
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,7 @@ class Assistant:
                     args["observation"],
                     done["id"],
                     done.get("path") or "",
+                    args["name"],
                 )
             )
         elif tool == "engrama_relate" and done.get("edge", {}).get("target_id"):

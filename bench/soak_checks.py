@@ -228,12 +228,23 @@ def writes_reached_vault(writes: list[ToolWrite], person: Person, vault: Path) -
 
 
 def _written_to(person: Person, write: ToolWrite) -> list[Note]:
-    """The person's notes the write went to: by the id they carried, or by where they were at the time."""
+    """The person's notes the write went to: by the id they carried, or by where they were at the time. A
+    write a follower queued (no path yet) may land in a note the holder creates afterwards under a fresh id
+    (the entity's earlier note was deleted for good): that note, named after the entity, counts too."""
     return [
         n
         for n in person.notes.values()
-        if write.node_id in n.ids or (write.path and n.path_at(write.t) == write.path)
+        if write.node_id in n.ids
+        or (write.path and n.path_at(write.t) == write.path)
+        or (not write.path and _made_for(n, write))
     ]
+
+
+def _made_for(note: Note, write: ToolWrite) -> bool:
+    """`note` was created by a tool after `write`, under the entity's name."""
+    first_seen = note.paths[0][0] if note.paths else 0.0
+    named = Path(note.paths[0][1] if note.paths else note.path).stem.casefold() == write.name.casefold()
+    return note.origin == "tool" and first_seen >= write.t and bool(write.name) and named
 
 
 def _deleted_by_person(person: Person, write: ToolWrite) -> bool:
