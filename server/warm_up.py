@@ -16,10 +16,10 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
 
 from server.runtime import Runtime
 from server.search.service import search
+from server.store import nodes_sql
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +31,10 @@ async def warm_up(rt: Runtime) -> None:
     """Run one throwaway search for a note's name (so the steps that work on results run too: graph, distill,
     snippets); a failure here only means the first real search is slower."""
     try:
-        name = await rt.store.read(_some_name)
+        name = await rt.store.read(nodes_sql.some_active_name)
         await search(rt, name or WARM_QUERY, limit=3)
     except Exception as exc:  # the outermost handler of a background task: log it, never raise
         log.debug("search warm-up failed (the first search will be slower): %s", exc)
-
-
-def _some_name(conn: Any) -> str | None:
-    row = conn.execute("select name from nodes where status = 'active' limit 1").fetchone()
-    return None if row is None else row[0]
 
 
 @asynccontextmanager

@@ -16,8 +16,8 @@ Signals, each scaled to 0..1 over this query's candidates (min-max) and then wei
 - `recency`: confidence x 2^(-days since update / half-life).
 
 Min-max rather than reciprocal-rank fusion: on LoCoMo, RRF lost ~1 point of MRR between the two bm25 rankings
-and ~3 with the (weak) vector ranking; min-max lost none (docs/search.md). The text weights below are the measured ones. Graph and recency are small on purpose
-when the question names nothing: they reorder near-ties (a linked note, a fresh confident memory) and never
+and ~3 with the (weak) vector ranking; min-max lost none (docs/search.md). The text weights below are the
+measured ones. Graph and recency are small on purpose when the question names nothing: they reorder near-ties (a linked note, a fresh confident memory) and never
 overturn a clear text match. When the question names an entity, the notes linked to it are what it asks
 about: the walk then counts as much as the passage signal, so a linked note sharing no word with the
 question can reach the top (issue 13), and the named note itself gets the anchor signal.
@@ -48,7 +48,6 @@ class Weights:
     recency: float = 0.05
     half_life_days: float = 30.0
     graph_seeds: int = 5  # neighbours of this many top hits are boosted
-    fused_passages: bool = False  # with vectors: a note scores by its best passage on words and meaning
     second_passage: float = 0.3  # weight of a note's second, separate matching passage (passage_evidence)
 
 
@@ -126,7 +125,6 @@ def fuse_text(
     for node_id, value in minmax(notes).items():
         candidate(node_id).signals["note"] = weights.note * value
     chunks: dict[int, tuple[str, float]] = {}  # chunk id -> (node id, weighted passage + vector score)
-    parts: dict[int, dict[str, float]] = {}  # chunk id -> its weighted passage and vector scores
     text_hits = [(h.chunk_id, h.node_id, h.score) for h in passages]
     for name, hits, weight in (("passage", text_hits, weights.passage), ("vector", vectors, weights.vector)):
         if weight <= 0 or not hits:
@@ -140,19 +138,7 @@ def fuse_text(
             c = candidate(node_id)
             c.signals[name] = max(c.signals.get(name, 0.0), scaled)
             chunks[chunk_id] = (node_id, chunks.get(chunk_id, (node_id, 0.0))[1] + scaled)
-            parts.setdefault(chunk_id, {})[name] = scaled
-    fused = weights.fused_passages and weights.vector > 0 and bool(vectors)
-    if fused:
-        # One passage must hold both: a note scores by its best passage on words and meaning together.
-        best_chunk: dict[str, tuple[float, int]] = {}
-        for chunk_id, (node_id, total) in chunks.items():
-            if node_id not in best_chunk or total > best_chunk[node_id][0]:
-                best_chunk[node_id] = (total, chunk_id)
-        for node_id, (_, chunk_id) in best_chunk.items():
-            c = found[node_id]
-            c.signals["passage"] = parts[chunk_id].get("passage", 0.0)
-            c.signals["vector"] = parts[chunk_id].get("vector", 0.0)
-    elif weights.passage > 0 and weights.second_passage > 0 and passages:
+    if weights.passage > 0 and weights.second_passage > 0 and passages:
         for node_id, value in minmax(passage_evidence(passages, weights.second_passage)).items():
             found[node_id].signals["passage"] = weights.passage * value
     for chunk_id, (node_id, total) in chunks.items():

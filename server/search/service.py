@@ -290,14 +290,13 @@ def _rank(
 
 @dataclass(frozen=True)
 class _Gathered:
-    """Step 1's hits before fusion: whole notes and passages by bm25, passages by vector scan, the weights
-    of this search's mode, and why the vector scan was left out when it was."""
+    """Step 1's hits before fusion: whole notes and passages by bm25, passages by vector scan, and the
+    weights of this search's mode."""
 
     notes: dict[str, float]
     passages: list[PassageHit]
     vectors: list[tuple[int, str, float]]
     weights: Weights
-    reason: str | None
 
 
 def _finish(
@@ -480,11 +479,10 @@ async def _query_vector(rt: Runtime, query: str) -> tuple[QueryVector | None, st
 @dataclass(frozen=True)
 class AsideHits:
     """The part of step 1 done on the aside connection: whole-note hits (None when left to the main thread)
-    and vector hits, with why the vector was left out when it was."""
+    and vector hits."""
 
     notes: dict[str, float] | None
     vectors: list[tuple[int, str, float]]
-    reason: str | None
 
 
 def _aside_hits(
@@ -492,26 +490,19 @@ def _aside_hits(
 ) -> AsideHits:
     """With a query vector: the vector scan (the slowest part of a hybrid search); else the whole-note bm25."""
     if vector is not None:
-        vectors, reason = _nearest(conn, vector, where, tuning)
-        return AsideHits(None, vectors, reason)
-    return AsideHits(_note_hits(conn, match, where, tuning), [], None)
+        return AsideHits(None, _nearest(conn, vector, where, tuning))
+    return AsideHits(_note_hits(conn, match, where, tuning), [])
 
 
 def _nearest(
     conn: Any, vector: QueryVector, where: NodeFilter, tuning: Tuning
-) -> tuple[list[tuple[int, str, float]], str | None]:
-    """The nearest passages, or why not (stored vectors of another model or size: they are being rebuilt)."""
-    space = vectors_sql.vector_space(conn)
-    if space != (vector.model, len(vector.values)):
-        reason = (
-            "no passage vectors are stored yet"
-            if space is None
-            else f"stored vectors come from {space[0]} ({space[1]} dimensions), not from the configured "
-            f"{vector.model} ({len(vector.values)}); they are being rebuilt"
-        )
-        return [], reason
+) -> list[tuple[int, str, float]]:
+    """The nearest stored passages; none while the stored vectors are not the query's model's (none stored
+    yet, or another model's being rebuilt): the re-scoring of the best full-text passages still applies."""
+    if vectors_sql.vector_space(conn) != (vector.model, len(vector.values)):
+        return []
     clause, params = where.sql()
-    return vectors_sql.nearest_chunks(conn, vector.values, tuning.vector_candidates, clause, params), None
+    return vectors_sql.nearest_chunks(conn, vector.values, tuning.vector_candidates, clause, params)
 
 
 def _note_hits(conn: Any, match: str, where: NodeFilter, tuning: Tuning) -> dict[str, float]:
@@ -561,7 +552,7 @@ def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _
         weights = replace(weights, note=0.0)
     if weights.note <= 0:
         notes = {}
-    return _Gathered(notes, passages, extra.vectors, weights, extra.reason)
+    return _Gathered(notes, passages, extra.vectors, weights)
 
 
 def _aside_result(aside: Future[AsideHits]) -> AsideHits | None:

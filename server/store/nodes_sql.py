@@ -240,3 +240,9 @@ def set_meta(conn: Any, key: str, value: str) -> None:
         "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
         (key, value),
     )
+
+
+def some_active_name(conn: Any) -> str | None:
+    """The name of one live node (the start-up warm-up searches for it), or None in an empty graph."""
+    row = conn.execute("select name from nodes where status = 'active' limit 1").fetchone()
+    return None if row is None else row[0]

@@ -212,21 +212,3 @@ def node_rows(conn: Any, node_ids: Sequence[str], where: NodeFilter) -> dict[str
         [*node_ids, *params],
     )
     return {r[0]: NodeRow(*r) for r in rows}
-
-
-def neighbours_of(conn: Any, node_ids: Sequence[str]) -> dict[str, set[str]]:
-    """Open edges (valid_to null) touching `node_ids`, both directions: {hit: {neighbour, ...}}."""
-    if not node_ids:
-        return {}
-    marks = ",".join("?" * len(node_ids))
-    found: dict[str, set[str]] = {}
-    for source, target in conn.execute(
-        f"select source, target from edges where valid_to is null and source in ({marks}) "
-        f"union select source, target from edges where valid_to is null and target in ({marks})",
-        [*node_ids, *node_ids],
-    ):
-        if source in node_ids:
-            found.setdefault(source, set()).add(target)
-        if target in node_ids:
-            found.setdefault(target, set()).add(source)
-    return found
