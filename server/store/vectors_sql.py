@@ -12,16 +12,29 @@ original is 0.999), and takes 413 bytes per vector in the file against 1,571 (a 
 instead of ~79 MB). Sign bits with int8 rescoring were no faster here and kept 89%. The query is quantized the
 same way, and L2 distance between unit vectors ranks exactly like cosine similarity.
 
+The scan runs in two stages (issue 13: at 10,000 notes, ~130,000 passages, the int8 scan alone cost ~56 ms of
+CPU per search). Beside each int8 vector the sign of each component is kept (48 bytes for 384 dimensions) in
+the plain table `vector_signs`, packed many passages to a row. A search first ranks every passage by the
+Hamming distance between its signs and the query's (numpy's popcount over the packed bits: ~5 ms at
+130,000), then computes the exact int8 distance of the best `RESCORE_FACTOR` x k only (rowid lookups in
+vec0) and keeps the k nearest: exactly what the int8 scan returns whenever its k nearest are among those
+candidates (bench/model_latency.py recall). sqlite-vec's own `bit[]` columns were measured first and do not
+help: its k-nearest selection costs O(rows x k), so a bit scan keeping 400 candidates costs as much as the
+int8 scan keeping 100. Without numpy (a plain install talking to a remote embedder), or while the signs are
+not complete, the int8 scan runs as before.
+
 Only a connection with sqlite-vec loaded can touch a vec0 table. Deletes of passages are therefore recorded in
 the plain table `vec_orphans` by a trigger (migration m003) and applied here, at the next embedding batch.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from server.store import passages_sql
@@ -33,6 +46,11 @@ META_DIMS = "vectors_dimensions"
 META_STORAGE = "vectors_storage"
 STORAGE = "int8"  # what this version writes; a table of another storage (float32 before it) is rebuilt
 INT8_SCALE = 127.0
+SIGNS_TABLE = "vector_signs"
+META_SIGNS = "vectors_signs"  # "complete" once every stored vector has its signs (filled once on upgrade)
+SIGN_ROW = 1024  # passages a full row of vector_signs holds (~56 KB: a scan reads ~130 rows at 130,000)
+MAX_SMALL_ROWS = 32  # rows holding fewer than SIGN_ROW before they are merged (the backfill adds rows of 4)
+RESCORE_FACTOR = 8  # exact distances computed per passage kept: sqlite-vec's guide oversamples 8x too
 
 
 @dataclass(frozen=True)
@@ -86,17 +104,29 @@ def ensure_vector_table(conn: Any, model: str, dimensions: int) -> bool:
     if dimensions < 1:
         raise ValueError(f"vector size must be positive, not {dimensions}")
     if vector_space(conn) == (model, dimensions):
+        if _meta(conn, META_SIGNS) != "complete":
+            fill_signs(conn)  # vectors stored by a version without signs: once, from the stored vectors
         return False
     conn.execute(f"drop table if exists {VEC_TABLE}")
     conn.execute(f"create virtual table {VEC_TABLE} using vec0(embedding int8[{int(dimensions)}])")
     conn.execute("update chunks set embedded_model = null where embedded_model is not null")
     conn.execute("delete from vec_orphans")
-    for key, value in ((META_MODEL, model), (META_DIMS, str(dimensions)), (META_STORAGE, STORAGE)):
-        conn.execute(
-            "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
-            (key, value),
-        )
+    _create_signs(conn)
+    for key, value in (
+        (META_MODEL, model),
+        (META_DIMS, str(dimensions)),
+        (META_STORAGE, STORAGE),
+        (META_SIGNS, "complete"),
+    ):
+        _set_meta(conn, key, value)
     return True
+
+
+def _set_meta(conn: Any, key: str, value: str) -> None:
+    conn.execute(
+        "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
+        (key, value),
+    )
 
 
 def map_into_memory(conn: Any) -> None:
@@ -125,6 +155,7 @@ def drop_orphans(conn: Any) -> int:
     orphans = [r[0] for r in conn.execute("select chunk_id from vec_orphans")]
     if orphans and vector_space(conn) is not None:
         conn.executemany(f"delete from {VEC_TABLE} where rowid = ?", [(i,) for i in orphans])
+        _remove_signs(conn, orphans)
     conn.execute("delete from vec_orphans")
     return len(orphans)
 
@@ -138,7 +169,7 @@ def store_vectors(
     vector is then dropped (chunk ids are never reused, so a stale id can only be absent, never someone else's).
     """
     drop_orphans(conn)
-    stored = 0
+    stored: list[tuple[int, bytes]] = []
     texts = passages_sql.chunk_texts(conn, [chunk.id for chunk in chunks])  # stored once per note (m009)
     for chunk, vector in zip(chunks, vectors, strict=True):
         if texts.get(chunk.id) != chunk.text:
@@ -149,28 +180,56 @@ def store_vectors(
             (model, chunk.id, chunk.title, chunk.heading),
         ).rowcount
         if marked:
-            conn.execute(f"delete from {VEC_TABLE} where rowid = ?", (chunk.id,))
-            conn.execute(
-                f"insert into {VEC_TABLE} (rowid, embedding) values (?, vec_int8(?))",
-                (chunk.id, vector_blob(vector)),
-            )
-            stored += 1
-    return stored
+            stored.append((chunk.id, vector_blob(vector)))
+    add_vectors(conn, stored)
+    return len(stored)
+
+
+def add_vectors(conn: Any, entries: Sequence[tuple[int, bytes]]) -> None:
+    """Put int8 blobs (`vector_blob`) under these chunk ids, with their signs; the caller has checked the
+    passages (store_vectors does)."""
+    for chunk_id, blob in entries:
+        conn.execute(f"delete from {VEC_TABLE} where rowid = ?", (chunk_id,))
+        conn.execute(f"insert into {VEC_TABLE} (rowid, embedding) values (?, vec_int8(?))", (chunk_id, blob))
+    _add_signs(conn, entries)
 
 
 def nearest_chunks(
     conn: Any, query: Sequence[float], k: int, where_sql: str, params: Sequence[Any]
 ) -> list[tuple[int, str, float]]:
-    """The `k` passages nearest to `query` whose node passes `where_sql` (over nodes aliased n):
-    (chunk_id, node_id, cosine similarity). vec0 is brute force (FACTS.md), so k costs nothing extra."""
+    """The `k` passages nearest to `query`, of those whose node passes `where_sql` (over nodes aliased n),
+    nearest first: (chunk_id, node_id, cosine similarity)."""
+    nearest = nearest_vectors(conn, query, k)
+    if not nearest:
+        return []
+    marks = ",".join("?" * len(nearest))
     rows = conn.execute(
-        f"select c.id, c.node_id, v.distance from "
-        f"(select rowid, distance from {VEC_TABLE} where embedding match vec_int8(?) and k = ?) v "
-        f"join chunks c on c.id = v.rowid join nodes n on n.id = c.node_id where {where_sql}",
-        [vector_blob(query), k, *params],
+        f"select c.id, c.node_id from chunks c join nodes n on n.id = c.node_id "
+        f"where c.id in ({marks}) and {where_sql}",
+        [*(chunk_id for chunk_id, _ in nearest), *params],
     )
+    node_of = dict(rows.fetchall())
     # For unit vectors |a-b|^2 = 2 - 2 cos(a, b); the distance is in int8 units.
-    return [(r[0], r[1], 1.0 - (r[2] / INT8_SCALE) ** 2 / 2.0) for r in rows]
+    return [
+        (chunk_id, node_of[chunk_id], 1.0 - (distance / INT8_SCALE) ** 2 / 2.0)
+        for chunk_id, distance in nearest
+        if chunk_id in node_of
+    ]
+
+
+def nearest_vectors(conn: Any, query: Sequence[float], k: int) -> list[tuple[int, float]]:
+    """The `k` stored vectors nearest to `query` by int8 L2 distance: (chunk_id, distance), nearest first.
+    In two stages when the signs are complete and numpy is installed (see the module's docstring)."""
+    blob = vector_blob(query)
+    if _meta(conn, META_SIGNS) == "complete" and (found := _two_stage(conn, blob, k)) is not None:
+        return found
+    return int8_scan(conn, blob, k)
+
+
+def int8_scan(conn: Any, blob: bytes, k: int) -> list[tuple[int, float]]:
+    """vec0's brute-force scan of every int8 vector: (chunk_id, distance), nearest first."""
+    sql = f"select rowid, distance from {VEC_TABLE} where embedding match vec_int8(?) and k = ?"
+    return [(r[0], r[1]) for r in conn.execute(sql, (blob, k))]
 
 
 def stored_vectors(conn: Any, model: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
@@ -210,3 +269,143 @@ def progress(conn: Any) -> tuple[int, int]:
     total = conn.execute("select count(*) from chunks").fetchone()[0]
     waiting = backlog(conn)
     return total - waiting, waiting
+
+
+# --- signs: the first stage of the scan ---------------------------------------------------------------------
+
+
+def sign_bits(blob: bytes) -> bytes:
+    """The packed signs of an int8 vector: bit i (little-endian within each byte) set when component i > 0."""
+    bits = 0
+    for i, value in enumerate(blob_values(blob)):
+        if value > 0:
+            bits |= 1 << i
+    return bits.to_bytes((len(blob) + 7) // 8, "little")
+
+
+def _create_signs(conn: Any) -> None:
+    conn.execute(f"drop table if exists {SIGNS_TABLE}")
+    # One row holds `n` passages: their chunk ids (int64, native order) and their signs, in the same order.
+    conn.execute(
+        f"create table {SIGNS_TABLE} (id integer primary key, n integer not null, ids blob not null, "
+        "signs blob not null)"
+    )
+
+
+def fill_signs(conn: Any) -> int:
+    """(Re)build the signs of every stored vector (once, after an upgrade from a version without them)."""
+    _create_signs(conn)
+    rows = conn.execute(f"select rowid, embedding from {VEC_TABLE}")
+    count = 0
+    while batch := rows.fetchmany(SIGN_ROW):
+        _insert_signs(conn, [(r[0], sign_bits(r[1])) for r in batch])
+        count += len(batch)
+    _set_meta(conn, META_SIGNS, "complete")
+    return count
+
+
+def _insert_signs(conn: Any, entries: Sequence[tuple[int, bytes]]) -> None:
+    ids = array("q", (chunk_id for chunk_id, _ in entries)).tobytes()
+    conn.execute(
+        f"insert into {SIGNS_TABLE} (n, ids, signs) values (?, ?, ?)",
+        (len(entries), ids, b"".join(signs for _, signs in entries)),
+    )
+
+
+def _add_signs(conn: Any, stored: Sequence[tuple[int, bytes]]) -> None:
+    """Record the signs of vectors just stored: a row of their own, merged with the other small rows into
+    full ones once there are MAX_SMALL_ROWS of them (so a backfill in batches of 4 rewrites little)."""
+    if not stored or _meta(conn, META_SIGNS) != "complete":
+        return  # signs are not kept (being rebuilt): fill_signs will read these vectors too
+    _insert_signs(conn, [(chunk_id, sign_bits(blob)) for chunk_id, blob in stored])
+    small = conn.execute(f"select count(*) from {SIGNS_TABLE} where n < ?", (SIGN_ROW,)).fetchone()[0]
+    if small > MAX_SMALL_ROWS:
+        _rewrite_rows(conn, f"where n < {SIGN_ROW}", set())
+
+
+def _remove_signs(conn: Any, chunk_ids: Sequence[int]) -> None:
+    if conn.execute("select 1 from sqlite_master where name = ?", (SIGNS_TABLE,)).fetchone() is None:
+        return
+    _rewrite_rows(conn, "", set(chunk_ids))
+
+
+def _rewrite_rows(conn: Any, where: str, dropped: set[int]) -> None:
+    """Rewrite the rows `where` selects without the passages in `dropped`, packed into full rows (when
+    `dropped` is given, only the rows holding one of them)."""
+    chosen: list[int] = []
+    for row_id, ids_blob in conn.execute(f"select id, ids from {SIGNS_TABLE} {where}"):
+        if not dropped or not dropped.isdisjoint(_ids(ids_blob)):
+            chosen.append(row_id)
+    kept: list[tuple[int, bytes]] = []
+    for row_id in chosen:
+        n, ids_blob, signs = conn.execute(
+            f"select n, ids, signs from {SIGNS_TABLE} where id = ?", (row_id,)
+        ).fetchone()
+        width = len(signs) // n
+        kept += [
+            (i, signs[j * width : (j + 1) * width]) for j, i in enumerate(_ids(ids_blob)) if i not in dropped
+        ]
+    conn.executemany(f"delete from {SIGNS_TABLE} where id = ?", [(i,) for i in chosen])
+    for start in range(0, len(kept), SIGN_ROW):
+        _insert_signs(conn, kept[start : start + SIGN_ROW])
+
+
+def _ids(blob: bytes) -> array[int]:
+    ids = array("q")
+    ids.frombytes(blob)
+    return ids
+
+
+def _two_stage(conn: Any, blob: bytes, k: int) -> list[tuple[int, float]] | None:
+    """Hamming distance of the signs to every stored passage, then the exact int8 distance of the best
+    RESCORE_FACTOR x k; None when numpy is not installed (the caller scans int8)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    width = (len(blob) + 7) // 8
+    word = np.uint64 if width % 8 == 0 else np.uint8  # 384 dimensions: six 64-bit words per passage
+    query_signs = np.frombuffer(sign_bits(blob), dtype=word)
+    id_parts, distance_parts = [], []
+    for ids_blob, signs in conn.execute(f"select ids, signs from {SIGNS_TABLE}"):  # ~130 rows at 130,000
+        id_parts.append(np.frombuffer(ids_blob, dtype=np.int64))
+        differing = _popcount(np.frombuffer(signs, dtype=word).reshape(len(id_parts[-1]), -1) ^ query_signs)
+        distance = differing[:, 0].astype(np.int32)
+        for column in range(1, differing.shape[1]):  # faster than sum(axis=1) over six columns
+            distance += differing[:, column]
+        distance_parts.append(distance)
+    if not id_parts:
+        return []
+    ids, distances = np.concatenate(id_parts), np.concatenate(distance_parts)
+    wanted = RESCORE_FACTOR * k
+    if len(ids) > wanted:
+        ids = ids[np.argpartition(distances, wanted)[:wanted]]
+    rows = conn.execute(  # vec0 looks each rowid up (one statement: ~3 ms for 800)
+        f"select v.rowid, v.embedding from json_each(?) j join {VEC_TABLE} v on v.rowid = j.value",
+        (json.dumps(sorted(set(ids.tolist()))),),  # a passage stored twice has one vector
+    ).fetchall()
+    if not rows:
+        return []
+    found = np.array([r[0] for r in rows], dtype=np.int64)
+    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.int8).reshape(len(rows), -1)
+    difference = matrix.astype(np.int32) - np.frombuffer(blob, dtype=np.int8).astype(np.int32)
+    squared = np.einsum("ij,ij->i", difference, difference)
+    order = np.lexsort((found, squared))[:k]  # nearest first; ties by chunk id
+    return [(int(found[i]), math.sqrt(int(squared[i]))) for i in order]
+
+
+def _popcount(words: Any) -> Any:
+    """Set bits of each element: numpy 2's popcount, or a byte table on numpy 1.x."""
+    import numpy as np
+
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(words)
+    as_bytes = words.view(np.uint8).reshape(words.shape[0], -1)
+    return _byte_counts()[as_bytes]
+
+
+@cache
+def _byte_counts() -> Any:
+    import numpy as np
+
+    return np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
