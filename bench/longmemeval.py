@@ -5,6 +5,7 @@
     python bench/longmemeval.py --embedder local --limit 20 --types multi-session
     python bench/longmemeval.py --out a.json            # per-question results, for --compare
     python bench/longmemeval.py --compare a.json b.json # paired better/worse of b against a, and what changed
+    python bench/longmemeval.py --embedder none --pad 476   # a "pseudo-M" haystack per question (see below)
 
 Each question gets its own vault: its ~48 haystack sessions, one note per session as a person might keep a chat
 log (frontmatter with the session's date, the title "Chat — <date as given>", a `User: ...` or
@@ -20,6 +21,12 @@ bm25's best passages, embedding those not stored yet within the product's time b
 budget, to see the model's effect apart from this machine's speed; `--backfill` embeds each whole vault first,
 which is slow); `bm25` the plain baseline of shared/FACTS.md on the same notes in the same run
 (bench/_bench_common.py).
+
+`--pad N` fills each question's haystack up to N sessions with sessions drawn from the other questions'
+haystacks (the same draw every run, by question id), as the issue's held-out "pseudo-M" pads LongMemEval_S to
+~476 sessions: a vault ten times larger, where the evidence competes with many more notes sharing its words.
+It is the development set's check that ranking holds as a vault grows (and that the bounds search puts on
+its cost past ROW_BUDGET rows, which small haystacks never reach, do not lose the evidence).
 
 Metrics, per question type and overall, from the ranks of the evidence sessions (`answer_session_ids`) among
 the top 10 notes:
@@ -38,6 +45,7 @@ import argparse
 import gzip
 import json
 import math
+import random
 import shutil
 import statistics
 import subprocess
@@ -136,6 +144,28 @@ def session_notes(question: dict) -> list[Note]:
         body = "\n\n".join(f"{t['role'].capitalize()}: {t['content'].strip()}" for t in turns) + "\n"
         notes.append(Note(path, f"Chat — {when}", body, sid))
     return notes
+
+
+def padded(question: dict, pool: Sequence[dict], size: int) -> dict:
+    """`question` with its haystack filled up to `size` sessions from the other questions' haystacks (never a
+    session it already has), drawn the same way every run."""
+    have = set(question["haystack_session_ids"])
+    others = [
+        (sid, when, turns)
+        for other in pool
+        if other["question_id"] != question["question_id"]
+        for sid, when, turns in zip(
+            other["haystack_session_ids"], other["haystack_dates"], other["haystack_sessions"], strict=True
+        )
+    ]
+    candidates = list({sid: (sid, when, turns) for sid, when, turns in others if sid not in have}.values())
+    wanted = max(0, size - len(have))
+    extra = random.Random(question["question_id"]).sample(candidates, k=min(wanted, len(candidates)))
+    return question | {
+        "haystack_session_ids": [*question["haystack_session_ids"], *(e[0] for e in extra)],
+        "haystack_dates": [*question["haystack_dates"], *(e[1] for e in extra)],
+        "haystack_sessions": [*question["haystack_sessions"], *(e[2] for e in extra)],
+    }
 
 
 def write_vault(root: Path, notes: list[Note]) -> None:
@@ -242,6 +272,9 @@ async def run(args: argparse.Namespace) -> None:
     started = time.perf_counter()
     types = [t.strip() for t in args.types.split(",") if t.strip()] if args.types else None
     questions = load(args.data, args.limit, types)
+    if args.pad:
+        pool = load(args.data)
+        questions = [padded(q, pool, args.pad) for q in questions]
     runner = Runner(
         providers_for(args.embedder), args.dimensions, args.backfill, unbudgeted() if args.no_budget else None
     )
@@ -257,7 +290,7 @@ async def run(args: argparse.Namespace) -> None:
     elapsed = time.perf_counter() - started
     sessions = sum(len(q["haystack_sessions"]) for q in questions)
     print(
-        f"LongMemEval_S dev: {len(questions)} questions, {sessions} session notes in {len(questions)} vaults, "
+        f"LongMemEval_S dev{f' padded to {args.pad} sessions' if args.pad else ''}: {len(questions)} questions, {sessions} session notes in {len(questions)} vaults, "
         f"top 10; {elapsed:.0f}s in all (commit {git_commit()})"
     )
     for provider in runner.providers:
@@ -292,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--limit", type=int, help="only the first N questions")
     parser.add_argument("--types", help="only these question types, comma-separated")
+    parser.add_argument(
+        "--pad", type=int, default=0, help="fill each haystack up to N sessions from the other questions'"
+    )
     run_or_compare(parser.parse_args(argv), run)
 
 

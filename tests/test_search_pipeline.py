@@ -287,14 +287,91 @@ async def test_when_the_words_are_everywhere_the_rows_holding_all_of_them_are_sc
     bounded_match = await runtime.store.read(
         service._bounded, "passages", match, replace(DEFAULT_TUNING, row_budget=100)
     )
-    assert bounded_match == '"granite" AND "meadow"'  # 190 rows would be scored: only the 70 with both are
-    assert await runtime.store.read(service._bounded, "passages", match, DEFAULT_TUNING) == match
+    # 190 rows would be scored: only the 70 with both are
+    assert bounded_match == service.Scored('"granite" AND "meadow"')
+    assert await runtime.store.read(service._bounded, "passages", match, DEFAULT_TUNING) == service.Scored(
+        match
+    )
     bounded = replace(DEFAULT_TUNING, row_budget=100, distill=False)
     unbounded = replace(DEFAULT_TUNING, row_budget=None, distill=False)
     fast = await run_search(runtime, "granite meadow", NodeFilter(), 10, False, bounded)
     full = await run_search(runtime, "granite meadow", NodeFilter(), 10, False, unbounded)
     assert all((h.path or "").startswith("Both/") for h in fast.results)
     assert [h.path for h in fast.results] == [h.path for h in full.results]
+
+
+async def test_when_the_words_seldom_meet_the_most_common_is_left_out_and_the_rare_word_decides(
+    runtime: Runtime, vault: Path
+) -> None:
+    """Index elimination: a word in nearly every note adds nothing to bm25 (its idf is nil), so past the budget
+    it is left out of what is scored, and the notes holding the rare word come first exactly as before."""
+    from dataclasses import replace
+
+    from server.search import service
+    from server.search.service import DEFAULT_TUNING, run_search
+    from server.store.search_sql import NodeFilter
+
+    rng = random.Random(4)
+    for i in range(150):
+        write(vault, f"Common/C{i}.md", f"granite {' '.join(rng.sample(VOCAB[8:], 6))} {i}\n")
+    for i in range(5):
+        extra = "granite " if i < 2 else ""
+        write(vault, f"Rare/R{i}.md", f"{extra}quartzite {' '.join(rng.sample(VOCAB[8:], 6))} {i}\n")
+    await runtime.require_sync().sync_vault()
+    match = '"granite" OR "quartzite"'
+    budget = replace(DEFAULT_TUNING, row_budget=100, distill=False)
+    scored = await runtime.store.read(service._bounded, "passages", match, budget)
+    assert scored == service.Scored('"quartzite"')  # 152 rows, 2 holding both: the common word is left out
+    fast = await run_search(runtime, "granite quartzite", NodeFilter(), 5, False, budget)
+    full = await run_search(
+        runtime, "granite quartzite", NodeFilter(), 5, False, replace(budget, row_budget=None)
+    )
+    assert {h.path for h in fast.results} == {f"Rare/R{i}.md" for i in range(5)}
+    assert [h.path for h in fast.results] == [h.path for h in full.results]
+
+
+async def test_when_a_word_is_everywhere_the_newest_rows_are_scored_and_a_fresh_edit_is_among_them(
+    runtime: Runtime, vault: Path
+) -> None:
+    """A single word in more rows than the budget tells no row apart: bm25 scores the rows written last, so
+    the cost stays bounded and what the person just wrote is among them."""
+    from dataclasses import replace
+
+    from server.search import service
+    from server.search.service import DEFAULT_TUNING, run_search
+    from server.store.search_sql import NodeFilter, passage_hits
+
+    rng = random.Random(5)
+    for i in range(160):
+        write(vault, f"Common/C{i:03d}.md", f"granite {' '.join(rng.sample(VOCAB[8:], 6))} {i}\n")
+    await runtime.require_sync().sync_vault()
+    budget = replace(DEFAULT_TUNING, row_budget=100, distill=False)
+    scored = await runtime.store.read(service._bounded, "passages", '"granite"', budget)
+    assert scored == service.Scored('"granite"', 100)
+
+    def newest_ids(conn: object) -> list[int]:
+        sql = "select rowid from chunks_fts where chunks_fts match ? order by rowid desc limit 100"
+        return [r[0] for r in conn.execute(sql, ['"granite"'])]  # type: ignore[attr-defined]
+
+    newest = set(await runtime.store.read(newest_ids))
+    hits = await runtime.store.read(passage_hits, '"granite"', 300, NodeFilter(), 100)
+    assert len(hits) == 100 and {h.chunk_id for h in hits} == newest
+
+    # A note left out of the scored rows, edited now, is re-indexed last: the bounded search scores it.
+    def path_of(conn: object, chunk_ids: list[int]) -> set[str]:
+        marks = ",".join("?" * len(chunk_ids))
+        sql = f"select n.path from chunks c join nodes n on n.id = c.node_id where c.id in ({marks})"
+        return {r[0] for r in conn.execute(sql, chunk_ids)}  # type: ignore[attr-defined]
+
+    scored_paths = await runtime.store.read(path_of, sorted(newest))
+    left_out = sorted({f"Common/C{i:03d}.md" for i in range(160)} - scored_paths)
+    assert left_out, "with 160 notes and a budget of 100 rows, some notes are not scored"
+    write(vault, left_out[0], "granite, written just now\n")
+    await runtime.require_sync().sync_vault()
+    hits = await runtime.store.read(passage_hits, '"granite"', 300, NodeFilter(), 100)
+    assert left_out[0] in await runtime.store.read(path_of, [h.chunk_id for h in hits])
+    found = await run_search(runtime, "granite", NodeFilter(), 10, False, budget)
+    assert len(found.results) == 10
 
 
 # --- explain -------------------------------------------------------------------------------------------------

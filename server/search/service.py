@@ -508,29 +508,58 @@ def _nearest(
 def _note_hits(conn: Any, match: str, where: NodeFilter, tuning: Tuning) -> dict[str, float]:
     if not tuning.use_notes:
         return {}
-    match = _bounded(conn, "notes", match, tuning)
-    return dict(search_sql.note_hits(conn, match, tuning.note_candidates, where))
+    scored = _bounded(conn, "notes", match, tuning)
+    return dict(search_sql.note_hits(conn, scored.match, tuning.note_candidates, where, scored.newest))
 
 
-def _bounded(conn: Any, index: str, match: str, tuning: Tuning) -> str:
-    """The full-text query to score `index` with, so that its cost does not grow with how common the words
-    are (issue 15).
+@dataclass(frozen=True)
+class Scored:
+    """What bm25 scores in one index: the rows `match` finds, or only the `newest` of them (the last written)."""
 
-    bm25 scores every row the OR of the question's words matches: in a vault where those words are in most
-    notes, that is tens of thousands of rows for one question. When the OR would score more than
-    `tuning.row_budget` rows, the rows holding *every* word are scored instead, if there are enough of them to
-    fill the candidates' first places: coordination-level ranking, the oldest rule of text retrieval (a row
-    holding all the words of the question comes before one holding some). Their bm25 scores are exactly what
-    the OR would give them; only rows holding some of the words go unscored. Otherwise the OR is scored as
-    usual. Counting the rows reads only the index's row-id lists, up to the budget."""
-    if tuning.row_budget is None or " OR " not in match:
-        return match
-    if tiers_sql.match_count(conn, index, match, tuning.row_budget + 1) <= tuning.row_budget:
-        return match
-    every = match.replace(" OR ", " AND ")
-    if tiers_sql.match_count(conn, index, every, MIN_LEADERS) < MIN_LEADERS:
-        return match
-    return every
+    match: str
+    newest: int | None = None
+
+
+def _bounded(conn: Any, index: str, match: str, tuning: Tuning) -> Scored:
+    """What bm25 scores in `index` ("passages" or "notes") for the question `match`, so that a search's cost
+    does not grow with how common its words are (issue 15): at most `tuning.row_budget` rows, whatever the vault.
+
+    bm25 scores every row the OR of the question's words finds; in a vault where those words are in most notes
+    that is tens of thousands of rows. Within the budget, nothing changes. Past it, the question narrows the
+    way text retrieval always has (Manning, Raghavan & Schuetze, *Introduction to Information Retrieval*,
+    7.1.2), first the rule that loses least:
+
+    1. coordination: the rows holding *every* word, when there are enough of them to fill the candidates'
+       first places (MIN_LEADERS). They rank first anyway; their scores are exactly what the OR gives them;
+    2. index elimination: when the words seldom meet, the most common ones are left out of the question (they
+       have the lowest idf, so they add least to any row's score; bm25 counts a word in half the rows as
+       nothing at all) until the rows of the words kept fit the budget. A row holding every word holds the
+       words kept, so nothing step 1 would have found is lost;
+    3. when even that is too many (a word in more rows than the budget, with nothing rarer beside it), the
+       words do not tell the rows apart: bm25 scores the `row_budget` rows written last, the recent notes a
+       person most likely means.
+
+    Counting reads only the index's lists of row ids, each count stopping at the budget."""
+    budget = tuning.row_budget
+    if budget is None:
+        return Scored(match)
+    if tiers_sql.match_count(conn, index, match, budget + 1) <= budget:
+        return Scored(match)
+    terms = match.split(" OR ")
+    words = list(dict.fromkeys(terms))  # each word once, in the question's order (names repeat in `match`)
+    if len(words) < 2:
+        return Scored(match, budget)
+    every = " AND ".join(words)
+    together = tiers_sql.match_count(conn, index, every, budget + 1)
+    if together >= MIN_LEADERS:
+        return Scored(every, budget if together > budget else None)
+    rows = {word: tiers_sql.match_count(conn, index, word, budget + 1) for word in words}
+    kept = sorted(words, key=lambda w: (rows[w], words.index(w)))
+    while len(kept) > 1 and sum(rows[w] for w in kept) > budget:
+        kept.pop()  # the most common word left
+    if sum(rows[w] for w in kept) > budget:
+        return Scored(match, budget)
+    return Scored(" OR ".join(t for t in terms if t in kept))
 
 
 def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _Gathered:
@@ -538,8 +567,8 @@ def _gather(conn: Any, plan: _Plan, aside: Future[AsideHits] | None = None) -> _
     `aside` when given. A query the embedder answered makes this a hybrid search even when no passage vector
     is stored yet (the model re-scores the best passages: `_rescore`)."""
     tuning, where, vector = plan.tuning, plan.where, plan.vector
-    match = _bounded(conn, "passages", plan.match, tuning)
-    passages = search_sql.passage_hits(conn, match, tuning.passage_candidates, where)
+    scored = _bounded(conn, "passages", plan.match, tuning)
+    passages = search_sql.passage_hits(conn, scored.match, tuning.passage_candidates, where, scored.newest)
     # With a vector, the aside part is the vector scan and the notes are scored here, before waiting for it.
     notes = _note_hits(conn, plan.match, where, tuning) if vector is not None else None
     extra = (_aside_result(aside) if aside is not None else None) or _aside_hits(

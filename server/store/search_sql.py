@@ -108,21 +108,36 @@ class PassageHit(NamedTuple):
     ordinal: int
 
 
-def passage_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[PassageHit]:
-    """The best `limit` passages for `match` among allowed nodes."""
+def passage_hits(
+    conn: Any, match: str, limit: int, where: NodeFilter, newest: int | None = None
+) -> list[PassageHit]:
+    """The best `limit` passages for `match` among allowed nodes (among the `newest` rows it finds, when
+    given: the passages written last)."""
     weights = ", ".join(map(str, PASSAGE_WEIGHTS))
-    ranked = f"select rowid, -bm25(chunks_fts, {weights}) as score from chunks_fts where chunks_fts match ?"
+    ranked = _scored("chunks_fts", weights, newest)
     join = "join chunks c on c.id = f.rowid join nodes n on n.id = c.node_id"
     rows = _top_allowed(conn, ranked, join, "c.node_id, c.ordinal", match, limit, where)
     return [PassageHit(r[0], r[1], r[3], r[2]) for r in rows]
 
 
-def note_hits(conn: Any, match: str, limit: int, where: NodeFilter) -> list[tuple[str, float]]:
-    """The best `limit` notes for `match` by whole-note bm25 among allowed nodes: (node_id, score)."""
+def note_hits(
+    conn: Any, match: str, limit: int, where: NodeFilter, newest: int | None = None
+) -> list[tuple[str, float]]:
+    """The best `limit` notes for `match` by whole-note bm25 among allowed nodes: (node_id, score); among the
+    `newest` rows it finds, when given."""
     weights = ", ".join(map(str, NOTE_WEIGHTS))
-    ranked = f"select rowid, -bm25(notes_fts, {weights}) as score from notes_fts where notes_fts match ?"
+    ranked = _scored("notes_fts", weights, newest)
     join = "join note_docs d on d.doc = f.rowid join nodes n on n.id = d.node_id"
     return [(r[1], r[2]) for r in _top_allowed(conn, ranked, join, "d.node_id", match, limit, where)]
+
+
+def _scored(table: str, weights: str, newest: int | None) -> str:
+    """The FTS query giving (rowid, score) for a `match` parameter; with `newest`, only that many of its rows,
+    the last written first (FTS5 walks its row ids backwards and stops, so only those rows are scored)."""
+    ranked = f"select rowid, -bm25({table}, {weights}) as score from {table} where {table} match ?"
+    if newest is None:
+        return ranked
+    return f"select rowid, score from ({ranked} order by rowid desc limit {int(newest)})"
 
 
 def note_frequencies(conn: Any, terms: Sequence[str], cap: int) -> tuple[list[int], int]:
