@@ -398,6 +398,54 @@ async def run_recall(args: argparse.Namespace) -> None:
     for name, values in found.items():
         print(f"  recall of the exact float top 100, {name:<22} mean {statistics.mean(values):.3f}")
     await embedder.aclose()
+    crowded_recall(matrix, queries, args.crowded)
+
+
+def _two_stage_scan(conn: Any, blob: bytes, k: int) -> list[tuple[int, float]]:
+    return vectors_sql._two_stage(conn, blob, k) or []
+
+
+def crowded_recall(real: np.ndarray, queries: np.ndarray, count: int) -> None:
+    """The same queries over the real vectors padded with noisy copies of them to `count` (as in
+    bench/embedding_bench.py storage: a neighbourhood denser than real notes give, so a lower bound)."""
+    from server.store.database import connect_sync
+
+    rng = np.random.default_rng(7)
+    parts, total = [real], len(real)
+    while total < count:
+        noisy = real + rng.normal(0, 0.03, real.shape).astype(np.float32)
+        parts.append(noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
+        total += len(real)
+    vectors = np.concatenate(parts)[:count]
+    found: dict[str, list[float]] = defaultdict(list)
+    with tempfile.TemporaryDirectory() as tmp:
+        conn, _ = connect_sync(Path(tmp) / "crowded.db")
+        conn.execute("begin")
+        vectors_sql.ensure_vector_table(conn, "bench:crowded", DIMS)
+        blobs = [(i + 1, vectors_sql.vector_blob(v.tolist())) for i, v in enumerate(vectors)]
+        for start in range(0, len(blobs), vectors_sql.SIGN_ROW):
+            vectors_sql.add_vectors(conn, blobs[start : start + vectors_sql.SIGN_ROW])
+        conn.execute("commit")
+        conn.execute(f"pragma mmap_size = {vectors_sql.MMAP_BYTES}")
+        times: dict[str, list[float]] = defaultdict(list)
+        for q in queries:
+            exact = set((np.argsort(-(vectors @ q))[:100] + 1).tolist())
+            blob = vectors_sql.vector_blob(q.tolist())
+            for name, scan in (
+                ("two-stage scan", _two_stage_scan),
+                ("int8 vec0 scan", vectors_sql.int8_scan),
+            ):
+                started = time.perf_counter()
+                kept = {i for i, _ in scan(conn, blob, 100)}
+                times[name].append(time.perf_counter() - started)
+                found[name].append(len(exact & kept) / 100)
+        conn.close()
+    print(f"{count} vectors (the real ones and noisy copies of them), {len(queries)} questions:")
+    for name, values in found.items():
+        print(
+            f"  recall of the exact float top 100, {name:<22} mean {statistics.mean(values):.3f}; "
+            f"scan median {ms(times[name])} ms"
+        )
 
 
 def main() -> None:
@@ -412,6 +460,7 @@ def main() -> None:
     parser.add_argument("--scans", type=int, default=30, help="queries for the scan-alone comparison")
     parser.add_argument("--limit", type=int, default=40, help="first: LongMemEval questions")
     parser.add_argument("--share", type=float, default=0.5, help="backfill: share of notes to re-embed")
+    parser.add_argument("--crowded", type=int, default=130_000, help="recall: vectors of the padded store")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     run = {"scale": run_scale, "first": run_first, "backfill": run_backfill, "recall": run_recall}

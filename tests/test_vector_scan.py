@@ -61,7 +61,7 @@ def test_the_two_stage_scan_returns_exactly_the_int8_scans_nearest(tmp_path: Pat
     assert vec.ok, vec.reason
     vectors, centres = clustered(3000, 60, seed=1)
     store(conn, vectors)
-    k = 40  # 320 candidates out of 3,000: the first stage leaves most passages out (with 40 it misses some)
+    k = 40  # 640 exact distances out of 3,000: the first stages leave most passages out
     assert vectors_sql.RESCORE_FACTOR * k < len(vectors)
     for centre in centres[:10]:
         blob = vectors_sql.vector_blob(centre.tolist())
@@ -70,6 +70,18 @@ def test_the_two_stage_scan_returns_exactly_the_int8_scans_nearest(tmp_path: Pat
         assert two_stage is not None and same_nearest(two_stage, exact)
         assert vectors_sql.nearest_vectors(conn, centre.tolist(), k) == two_stage
     conn.close()
+
+
+def test_the_finer_estimate_is_the_querys_sum_over_the_set_sign_bits() -> None:
+    rng = np.random.default_rng(5)
+    signs = rng.integers(0, 2, size=(50, 20)).astype(bool)  # 20 dimensions: the last byte is padded
+    query = rng.integers(-127, 128, size=20).astype(np.int8)
+    packed = np.packbits(signs, axis=1, bitorder="little")
+    assert [vectors_sql.sign_bits(row.astype(np.int8).tobytes()) for row in signs] == [
+        row.tobytes() for row in packed
+    ]
+    expected = (signs * query.astype(np.float32)).sum(axis=1)
+    assert vectors_sql._signed_dot(packed, query) == pytest.approx(expected)
 
 
 def test_small_batches_are_merged_into_full_rows_of_signs(tmp_path: Path) -> None:
