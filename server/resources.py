@@ -6,7 +6,10 @@
   nothing is replaced or lost either. Paths follow `server.services.reading`: outside the vault, dot-folders,
   non-Markdown files and conflict copies are refused with a message saying why.
 - `resources/list` pages through the vault's notes, sorted by path (`PAGE_SIZE` a page; the cursor is the last
-  path of the page, so notes created meanwhile shift nothing). The brief leads the first page. The notes are
+  path of the page, so notes created meanwhile shift nothing). The first page walks the vault; the pages after
+  it reuse that walk while no note came or went (and for at most `LISTING_TTL` seconds, since a process
+  without the vault's lease does not watch), so paging through 100,000 notes walks the vault once, not 500
+  times. A page's sizes are read afresh. The brief leads the first page. The notes are
   also offered as the template `engrama://note/{+path}` (`+`: the path keeps its slashes).
 - When the watcher sees notes come or go (created, deleted, moved or renamed; not on an edit), the server sends
   `notifications/resources/list_changed`: to each connected client on the handshake protocol (the stdio
@@ -23,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
 import logging
+import time
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
 
@@ -49,6 +55,7 @@ NOTE_TEMPLATE = NOTE_PREFIX + "{+path}"
 BRIEF_URI = "engrama://brief"
 MARKDOWN = "text/markdown"
 PAGE_SIZE = 200  # notes per resources/list page: ~25 KB of JSON, a fraction of a second to list
+LISTING_TTL = 60.0  # seconds a walk of the vault serves the pages after the first
 
 
 class ResourceEvents:
@@ -60,6 +67,7 @@ class ResourceEvents:
         )  # the server's bus for `subscriptions/listen` (2026-07-28 clients)
         self._sessions: list[ServerSession] = []
         self._sending: asyncio.Task[None] | None = None
+        self.generation = 0  # counts the times notes came or went (a listing walked before is out of date)
 
     def keep(self, session: ServerSession) -> None:
         """Remember a client's connection by the session of its `notifications/initialized`: what is sent
@@ -68,6 +76,7 @@ class ResourceEvents:
 
     def notes_changed(self) -> None:
         """Called by the live reconciler when notes were created, deleted or moved (on the event loop)."""
+        self.generation += 1
         if self._sending is None or self._sending.done():
             self._sending = asyncio.get_running_loop().create_task(self._send(), name="engrama-list-changed")
 
@@ -87,6 +96,7 @@ class NoteResources:
 
     def __init__(self, events: ResourceEvents) -> None:
         self.events = events
+        self._walked: tuple[int, float, list[str]] | None = None  # (generation, when, paths) of the last walk
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "notifications/initialized":  # once per connection (a session is made per message)
@@ -120,17 +130,41 @@ class NoteResources:
             )
         if rt.settings.vault is None:
             return entries, None
-        try:
-            notes = await list_notes(rt)
-        except VaultError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=f"the vault cannot be listed: {exc}") from exc
-        start = 0 if after is None else next((i for i, n in enumerate(notes) if n.path > after), len(notes))
-        page = notes[start : start + PAGE_SIZE]
+        paths = await self._paths(rt, fresh=after is None)
+        start = bisect.bisect_right(paths, after) if after is not None else 0
+        page = paths[start : start + PAGE_SIZE]
+        sizes = await asyncio.to_thread(_sizes, rt.vault, page)
         entries.extend(
-            {"uri": note_uri(n.path), "name": n.path, "mimeType": MARKDOWN, "size": n.size} for n in page
+            {"uri": note_uri(path), "name": path, "mimeType": MARKDOWN, "size": sizes[path]}
+            for path in page
+            if path in sizes
         )
-        more = start + PAGE_SIZE < len(notes)
-        return entries, _encode_cursor(page[-1].path) if more and page else None
+        more = start + PAGE_SIZE < len(paths)
+        return entries, _encode_cursor(page[-1]) if more and page else None
+
+    async def _paths(self, rt: Runtime, *, fresh: bool) -> list[str]:
+        """The vault's note paths, sorted: walked for a first page, else the last walk while it holds."""
+        walked = self._walked
+        now = time.monotonic()
+        if fresh or walked is None or walked[0] != self.events.generation or now - walked[1] > LISTING_TTL:
+            try:
+                notes = await list_notes(rt)
+            except VaultError as exc:
+                raise MCPError(code=INVALID_PARAMS, message=f"the vault cannot be listed: {exc}") from exc
+            walked = (self.events.generation, now, [n.path for n in notes])
+            self._walked = walked
+        return walked[2]
+
+
+def _sizes(vault: Path, paths: list[str]) -> dict[str, int]:
+    """The current size of each note of a page; a note gone since the walk is left out."""
+    sizes: dict[str, int] = {}
+    for path in paths:
+        try:
+            sizes[path] = (vault / path).stat().st_size
+        except OSError:
+            continue
+    return sizes
 
 
 def note_uri(path: str) -> str:

@@ -78,6 +78,32 @@ async def test_every_note_is_listed_across_pages_with_the_brief_first(
             await session.list_resources(params=PaginatedRequestParams(cursor="not a cursor!"))
 
 
+async def test_pages_after_the_first_follow_notes_that_come_and_go_while_paging(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """The pages after the first reuse the first page's walk of the vault, until the watcher sees a note come
+    or go: then the next page is read from a fresh walk, so a note created or deleted meanwhile is listed or
+    not as the vault now has it."""
+    (vault / "Inbox").mkdir()
+    for i in range(PAGE_SIZE + 20):
+        (vault / "Inbox" / f"idea {i:03}.md").write_text(f"Idea number {i}.\n", encoding="utf-8")
+    async with served(vault, db_path, tmp_path, watch=True) as session:
+        first = await session.list_resources()
+        assert first.next_cursor is not None
+        (vault / "Inbox" / "zzz late idea.md").write_text("Written while paging.\n", encoding="utf-8")
+        (vault / "Inbox" / f"idea {PAGE_SIZE + 5:03}.md").unlink()
+        deadline = time.monotonic() + 20
+        while True:
+            second = await session.list_resources(params=PaginatedRequestParams(cursor=first.next_cursor))
+            uris = {r.uri for r in second.resources}
+            if uri("Inbox/zzz late idea.md") in uris or time.monotonic() > deadline:
+                break
+            await anyio.sleep(0.1)
+        assert uri("Inbox/zzz late idea.md") in uris
+        assert uri(f"Inbox/idea {PAGE_SIZE + 5:03}.md") not in uris
+        assert {r.uri for r in first.resources} & uris == set()
+
+
 async def test_a_note_resource_is_the_files_exact_bytes(vault: Path, db_path: Path, tmp_path: Path) -> None:
     (vault / "Concepts").mkdir()
     (vault / "Concepts" / "Café crème.md").write_bytes(TRICKY)
