@@ -13,7 +13,7 @@ import pytest
 
 from server.embeddings import FakeEmbedder
 from server.embeddings.ondemand import passage_vectors, query_vector
-from server.embeddings.priority import priority
+from server.embeddings.priority import FIRST_GUESS, priority
 from server.embeddings.worker import attach_embedder, embedding_worker, prepare_vector_table
 from server.runtime import Runtime, open_runtime
 from server.settings import Settings
@@ -94,6 +94,20 @@ async def test_the_budget_bounds_the_time_spent_embedding(rt: Runtime) -> None:
     assert spent < 0.2 + 2 * per_text + 0.1  # at most about one passage over, plus the store
     assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)  # what was embedded was kept
     assert list(found) == ids[: len(found)]  # in the order given: the caller's best passages first
+
+
+async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past_it(rt: Runtime) -> None:
+    per_text = FIRST_GUESS  # the model as fast as first guessed: the estimate is right from the start
+    embedder = SlowEmbedder(per_text)
+    await up(rt, embedder)
+    ids = await chunk_ids(rt)
+    budget = 6 * per_text
+    started = time.monotonic()
+    found = await passage_vectors(rt, ids, budget=budget)
+    spent = time.monotonic() - started
+    assert len(found) >= 3  # half of the budget at once, then half of what is left ...
+    assert spent < budget  # ... never a passage that would end past it (the store is in the margin)
+    assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)
 
 
 async def test_nothing_is_embedded_without_an_embedder_up(rt: Runtime) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from server.embeddings.base import Embedder, EmbeddingUnavailable
-from server.embeddings.priority import priority
+from server.embeddings.priority import Priority, priority
 from server.embeddings.worker import (
     QUERY_EMBEDDER,
     current_search_status,
@@ -74,8 +74,10 @@ async def passage_vectors(
 
     Cost: everything stored is one read (one rowid lookup per id, ~1.5 ms per 100). A missing passage of ~120
     words costs the local MiniLM ~47 ms of one core (~50-100 ms of wall time on a busy 2-core machine); a
-    remote endpoint costs a round trip per batch. Each batch takes half of what the measured cost says fits in
-    the budget left, so the budget is overrun by about one passage at most. Measured at 10,000 notes
+    remote endpoint costs a round trip per batch. Each batch takes the passages whose cost, estimated from
+    their length and the measured cost per character, fits in half of the budget left; a passage that does
+    not fit is not started, so the budget is a ceiling, not a target. The vectors are stored in one write at
+    the end. Measured at 10,000 notes
     (bench/vaultgen.py, 130,000 passages; machine at load ~7 on 2 cores) with search's 0.6 s budget for its 30
     best passages: search median 832 ms / p95 1,064 ms while backfilling, against 52 / 91 ms full text only.
     So ~0.4 s keeps p95 under 1 s even on a busy machine; on a quiet one 0.6 s embeds ~12 passages.
@@ -100,28 +102,44 @@ async def _embed_now(
     deadline = None if budget is None else time.monotonic() + budget
     waiting = await rt.store.read(vectors_sql.unembedded_chunks, missing)
     gate = priority(rt)
-    found: dict[int, Any] = {}
+    embedded: list[tuple[vectors_sql.PendingChunk, Any]] = []
     async with gate.foreground():
         while waiting:
             left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                break
-            # Half of what the estimate says fits: an estimate off by 2x (a busy machine) still ends in time.
-            fits = MAX_BATCH if left is None else left / gate.seconds_per_passage / 2
-            size = int(max(1, min(MAX_BATCH, fits)))
-            batch, waiting = waiting[:size], waiting[size:]
+            batch = _fitting(waiting, left, gate)
+            if not batch:
+                break  # the next passage would likely end past the deadline: not started
+            waiting = waiting[len(batch) :]
+            texts = [chunk.embedding_text() for chunk in batch]
             started = time.monotonic()
             try:
-                vectors = await embedder.embed([chunk.embedding_text() for chunk in batch])
+                vectors = await embedder.embed(texts)
             except EmbeddingUnavailable as exc:
                 mark_degraded(rt, str(exc))
                 break
-            gate.learn(len(batch), time.monotonic() - started)
-            await rt.store.write(store_batch, model_key(embedder), batch, vectors)
-            found.update(
-                (chunk.id, _unit(vectors_sql.vector_blob(v))) for chunk, v in zip(batch, vectors, strict=True)
-            )
-    return found
+            gate.learn(texts, time.monotonic() - started)
+            embedded += zip(batch, vectors, strict=True)
+    if embedded:  # one write for the whole search, after the model's work: the backfill skips them
+        await rt.store.write(
+            store_batch, model_key(embedder), [c for c, _ in embedded], [v for _, v in embedded]
+        )
+    return {chunk.id: _unit(vectors_sql.vector_blob(v)) for chunk, v in embedded}
+
+
+def _fitting(
+    waiting: list[vectors_sql.PendingChunk], left: float | None, gate: Priority
+) -> list[vectors_sql.PendingChunk]:
+    """The next batch: up to MAX_BATCH passages whose estimated cost (`Priority.estimate`) fits in half of
+    the time `left` (None: no limit). Half, so that an estimate off by 2x (a busy machine) still ends in
+    time; a passage that does not fit is not started, so the budget is a ceiling."""
+    batch: list[vectors_sql.PendingChunk] = []
+    cost = 0.0
+    for chunk in waiting[:MAX_BATCH]:
+        cost += gate.estimate(chunk.embedding_text())
+        if left is not None and cost > left / 2:
+            break
+        batch.append(chunk)
+    return batch
 
 
 def _unit(blob: bytes) -> Any:

@@ -9,19 +9,23 @@ from contextlib import asynccontextmanager
 from server.runtime import Runtime
 
 PRIORITY = "embedding_priority"  # rt.state key
-FIRST_GUESS = 0.05  # seconds per passage until one is measured (MiniLM int8, 120 words, one thread)
+# Until a run is measured: MiniLM int8 on one thread takes ~47 ms for a 120-word passage (~700 characters).
+FIRST_GUESS = 0.05  # seconds per passage
+FIRST_GUESS_PER_CHAR = FIRST_GUESS / 700
 
 
 class Priority:
     """`foreground()` marks query-time embedding as running; the backfill awaits `idle` before each batch.
 
-    It also keeps the measured seconds per passage, so query-time work can fit a batch into its budget."""
+    It also keeps the measured cost of embedding, per passage and per character, so query-time work can fit
+    a batch into its budget (`estimate`)."""
 
     def __init__(self) -> None:
         self.busy = 0
         self.idle = asyncio.Event()
         self.idle.set()
         self.seconds_per_passage = FIRST_GUESS
+        self.seconds_per_char = FIRST_GUESS_PER_CHAR
 
     @asynccontextmanager
     async def foreground(self) -> AsyncIterator[None]:
@@ -34,10 +38,18 @@ class Priority:
             if self.busy == 0:
                 self.idle.set()
 
-    def learn(self, passages: int, seconds: float) -> None:
-        """Fold one run's cost into the estimate (an exponential average: the machine's load changes)."""
-        if passages:
-            self.seconds_per_passage = 0.7 * self.seconds_per_passage + 0.3 * seconds / passages
+    def learn(self, texts: list[str], seconds: float) -> None:
+        """Fold one run's cost (`seconds` for `texts`) into the estimates (exponential averages: the machine's
+        load changes)."""
+        chars = sum(map(len, texts))
+        if texts and chars:
+            self.seconds_per_passage = 0.7 * self.seconds_per_passage + 0.3 * seconds / len(texts)
+            self.seconds_per_char = 0.7 * self.seconds_per_char + 0.3 * seconds / chars
+
+    def estimate(self, text: str) -> float:
+        """Seconds `text` will likely take: the larger of the two averages' views, since a model's time grows
+        with the text (per character) but a run has a fixed cost too (per passage)."""
+        return max(self.seconds_per_passage, self.seconds_per_char * len(text))
 
 
 def priority(rt: Runtime) -> Priority:
