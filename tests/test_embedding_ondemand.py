@@ -13,7 +13,7 @@ import pytest
 
 from server.embeddings import FakeEmbedder
 from server.embeddings.ondemand import passage_vectors, query_vector
-from server.embeddings.priority import FIRST_GUESS, priority
+from server.embeddings.priority import priority
 from server.embeddings.worker import attach_embedder, embedding_worker, prepare_vector_table
 from server.runtime import Runtime, open_runtime
 from server.settings import Settings
@@ -97,16 +97,19 @@ async def test_the_budget_bounds_the_time_spent_embedding(rt: Runtime) -> None:
 
 
 async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past_it(rt: Runtime) -> None:
-    per_text = FIRST_GUESS  # the model as fast as first guessed: the estimate is right from the start
+    per_text = 0.1
     embedder = SlowEmbedder(per_text)
     await up(rt, embedder)
+    gate = priority(rt)
+    gate.seconds_per_passage, gate.seconds_per_char = per_text, 0.0  # the cost measured before: exact
     ids = await chunk_ids(rt)
-    budget = 6 * per_text
+    budget = 6.5 * per_text
     started = time.monotonic()
     found = await passage_vectors(rt, ids, budget=budget)
     spent = time.monotonic() - started
-    assert len(found) >= 3  # half of the budget at once, then half of what is left ...
-    assert spent < budget  # ... never a passage that would end past it (the store is in the margin)
+    # 3 passages (half of the budget), then one at a time while one fits in what is left: 6 in 0.6 s ...
+    assert len(found) == 6
+    assert spent < budget  # ... and not a 7th, which would end past the budget (the store is in the margin)
     assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)
 
 

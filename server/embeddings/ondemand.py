@@ -75,9 +75,9 @@ async def passage_vectors(
     Cost: everything stored is one read (one rowid lookup per id, ~1.5 ms per 100). A missing passage of ~120
     words costs the local MiniLM ~47 ms of one core (~50-100 ms of wall time on a busy 2-core machine); a
     remote endpoint costs a round trip per batch. Each batch takes the passages whose cost, estimated from
-    their length and the measured cost per character, fits in half of the budget left; a passage that does
-    not fit is not started, so the budget is a ceiling, not a target. The vectors are stored in one write at
-    the end. Measured at 10,000 notes
+    the measured cost per passage and per character, fits in half of the budget left (a single passage: in
+    what is left); a passage expected to end past the budget is not started, so the budget is a ceiling, not
+    a target. The vectors are stored in one write at the end. Measured at 10,000 notes
     (bench/vaultgen.py, 130,000 passages; machine at load ~7 on 2 cores) with search's 0.6 s budget for its 30
     best passages: search median 832 ms / p95 1,064 ms while backfilling, against 52 / 91 ms full text only.
     So ~0.4 s keeps p95 under 1 s even on a busy machine; on a quiet one 0.6 s embeds ~12 passages.
@@ -130,13 +130,14 @@ def _fitting(
     waiting: list[vectors_sql.PendingChunk], left: float | None, gate: Priority
 ) -> list[vectors_sql.PendingChunk]:
     """The next batch: up to MAX_BATCH passages whose estimated cost (`Priority.estimate`) fits in half of
-    the time `left` (None: no limit). Half, so that an estimate off by 2x (a busy machine) still ends in
-    time; a passage that does not fit is not started, so the budget is a ceiling."""
+    the time `left` (None: no limit), or the next passage alone when only it fits in the time left. So
+    batches shrink as the deadline nears, an estimate off by 2x (a busy machine) costs little, and no passage
+    is started that is expected to end past the deadline: the budget is a ceiling."""
     batch: list[vectors_sql.PendingChunk] = []
     cost = 0.0
     for chunk in waiting[:MAX_BATCH]:
         cost += gate.estimate(chunk.embedding_text())
-        if left is not None and cost > left / 2:
+        if left is not None and cost > (left if not batch else left / 2):
             break
         batch.append(chunk)
     return batch
