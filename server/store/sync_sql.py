@@ -315,7 +315,9 @@ def _apply_one(
     changed: set[str],
 ) -> bool:
     existing = conn.execute(
-        "select status, path, name, properties, coalesce(began_at, created_at) as began_at from nodes where id = ?",
+        "select status, path, name, label, properties, checksum, valid_to, "
+        "coalesce(base_confidence, confidence) as declared, coalesce(began_at, created_at) as began_at "
+        "from nodes where id = ?",
         (node_id,),
     ).fetchone()
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
@@ -330,6 +332,31 @@ def _apply_one(
         moved_names |= node_key_set(conn, row["id"])
     properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
     valid_from, began_at = note_start(note, node_id, existing["began_at"] if existing else None, now)
+    # A known node's passages first: whether they changed is part of whether the note says something new (a
+    # note still owing its id line is recorded under a placeholder checksum, which hides its edits).
+    passages_changed = existing is not None and replace_chunks(conn, node_id, note.name, chunks)
+    same = not passages_changed and existing is not None and (
+        existing["label"],
+        existing["name"],
+        existing["properties"],
+        existing["path"],
+        existing["checksum"],
+        existing["status"],
+        existing["valid_to"],
+        existing["declared"],
+    ) == (
+        note.label,
+        note.name,
+        properties,
+        note.path,
+        state.checksum,
+        note_status(note),
+        note.valid_to,
+        note_confidence(note),
+    )
+    # The node is written only when the note says something new: applying the same note again (a process
+    # without the lease meets a note still owing its id line on every pass) must not make it look edited
+    # (updated_at feeds the brief and recency) nor undo its confidence decay.
     conn.execute(
         """
         insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at,
@@ -340,6 +367,7 @@ def _apply_one(
             status = excluded.status, updated_at = excluded.updated_at, confidence = excluded.confidence,
             base_confidence = null, decayed_at = null, valid_from = excluded.valid_from,
             valid_to = excluded.valid_to, began_at = excluded.began_at
+        where not ?
         """,
         (
             node_id,
@@ -355,6 +383,7 @@ def _apply_one(
             valid_from,
             note.valid_to,
             began_at,
+            same,
         ),
     )
     if existing is not None and existing["status"] != "stub" and existing["properties"] != properties:
@@ -371,7 +400,8 @@ def _apply_one(
     replace_keys(conn, node_id, keys)
     absorb_stubs(conn, node_id, keys)
     replace_note_edges(conn, node_id, note.links, now)
-    passages_changed = replace_chunks(conn, node_id, note.name, chunks)
+    if existing is None:
+        passages_changed = replace_chunks(conn, node_id, note.name, chunks)
     if passages_changed or existing is None or existing["status"] == "stub" or existing["name"] != note.name:
         changed.add(node_id)
     record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
