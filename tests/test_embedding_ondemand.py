@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from server.embeddings import FakeEmbedder
-from server.embeddings.ondemand import passage_vectors, query_vector
+from server.embeddings.ondemand import MAX_BATCH, passage_vectors, query_vector
 from server.embeddings.priority import priority
-from server.embeddings.worker import attach_embedder, embedding_worker, prepare_vector_table
+from server.embeddings.worker import attach_embedder, embed_batch, embedding_worker, prepare_vector_table
 from server.runtime import Runtime, open_runtime
 from server.settings import Settings
 from server.store import vectors_sql
@@ -102,6 +102,7 @@ async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past
     await up(rt, embedder)
     gate = priority(rt)
     gate.seconds_per_passage, gate.seconds_per_char = per_text, 0.0  # the cost measured before: exact
+    gate.measured = True
     ids = await chunk_ids(rt)
     budget = 6.5 * per_text
     started = time.monotonic()
@@ -111,6 +112,23 @@ async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past
     assert len(found) == 6
     assert spent < budget  # ... and not a 7th, which would end past the budget (the store is in the margin)
     assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)
+
+
+async def test_with_nothing_measured_one_passage_is_embedded_first(rt: Runtime) -> None:
+    embedder = SlowEmbedder(0.01)
+    await up(rt, embedder)
+    await passage_vectors(rt, await chunk_ids(rt), budget=1.0)
+    assert [len(batch) for batch in embedder.calls][:2] == [1, MAX_BATCH]  # measured, then sized by it
+
+
+async def test_the_backfill_measures_the_models_cost_for_query_time_work(rt: Runtime) -> None:
+    per_text = 0.02
+    embedder = SlowEmbedder(per_text)
+    await prepare_vector_table(rt, embedder)
+    assert not priority(rt).measured
+    await embed_batch(rt, embedder, 4)
+    assert priority(rt).measured
+    assert priority(rt).seconds_per_passage == pytest.approx(per_text, rel=0.5)
 
 
 async def test_nothing_is_embedded_without_an_embedder_up(rt: Runtime) -> None:

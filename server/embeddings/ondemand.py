@@ -135,7 +135,7 @@ def _fitting(
     is started that is expected to end past the deadline: the budget is a ceiling."""
     batch: list[vectors_sql.PendingChunk] = []
     cost = 0.0
-    for chunk in waiting[:MAX_BATCH]:
+    for chunk in waiting[: MAX_BATCH if gate.measured else 1]:  # nothing measured yet: one passage first
         cost += gate.estimate(chunk.embedding_text())
         if left is not None and cost > (left if not batch else left / 2):
             break

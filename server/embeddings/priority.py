@@ -26,6 +26,7 @@ class Priority:
         self.idle.set()
         self.seconds_per_passage = FIRST_GUESS
         self.seconds_per_char = FIRST_GUESS_PER_CHAR
+        self.measured = False  # until a run is measured, the first guesses may be far off (a busy machine)
 
     @asynccontextmanager
     async def foreground(self) -> AsyncIterator[None]:
@@ -43,8 +44,10 @@ class Priority:
         load changes)."""
         chars = sum(map(len, texts))
         if texts and chars:
-            self.seconds_per_passage = 0.7 * self.seconds_per_passage + 0.3 * seconds / len(texts)
-            self.seconds_per_char = 0.7 * self.seconds_per_char + 0.3 * seconds / chars
+            weight = 0.3 if self.measured else 1.0  # the first measurement replaces the guesses
+            self.seconds_per_passage += weight * (seconds / len(texts) - self.seconds_per_passage)
+            self.seconds_per_char += weight * (seconds / chars - self.seconds_per_char)
+            self.measured = True
 
     def estimate(self, text: str) -> float:
         """Seconds `text` will likely take: the larger of the two averages' views, since a model's time grows

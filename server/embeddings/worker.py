@@ -151,7 +151,10 @@ async def embed_batch(rt: Runtime, embedder: Embedder, size: int = BATCH_SIZE) -
     if not pending:
         await rt.store.write(vectors_sql.drop_orphans)
         return 0
-    vectors = await embedder.embed([chunk.embedding_text() for chunk in pending])
+    texts = [chunk.embedding_text() for chunk in pending]
+    started = time.monotonic()
+    vectors = await embedder.embed(texts)
+    priority(rt).learn(texts, time.monotonic() - started)  # query-time work sizes its batches by this
     return await rt.store.write(store_batch, model_key(embedder), pending, vectors)
 
 
