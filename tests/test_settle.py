@@ -310,3 +310,34 @@ def test_an_empty_note_is_never_taken_as_read_already_it_may_be_a_save_half_way(
     with pytest.raises(NoteBusy):
         edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(30, (st.st_size, st.st_mtime_ns), 0.2))
     assert note.read_bytes() == b""
+
+
+def test_an_id_line_is_not_written_into_a_note_an_editor_began_saving_after_it_was_read(vault: Path) -> None:
+    """The race the soak found (seed 20261124): a note read while quiet, then an editor truncates it to save in
+    place, then the id line is written. Writing then would replace the empty file and the editor's text would
+    land in an unlinked inode. The write checks quiet on the bytes it edits: it gives up, writing nothing."""
+    from vault_sync.readers import NoteReader
+
+    note = vault / "Fjord.md"
+    note.write_text("Seeded note linking [[Kestrel]].\n", encoding="utf-8")
+    past = time.time() - 60
+    os.utime(note, (past, past))  # quiet for a minute
+    reader = NoteReader(vault, RULES, writable=True, settle=DEFAULT_SETTLE)
+    read = reader.read_one("Fjord.md", None)
+    assert read.note is not None and read.may_take_id(DEFAULT_SETTLE)
+    edited = "Seeded note linking [[Kestrel]].\nIn-place edit the person typed.\n"
+    with open(note, "r+b") as editor:
+        editor.truncate(0)
+        editor.flush()
+        inode = os.fstat(editor.fileno()).st_ino
+        with pytest.raises(NoteBusy):
+            reader.write_id(read, "01a209f8-e038-7345-8f96-54d466b3e1b9")
+        editor.write(edited.encode("utf-8"))
+    assert os.stat(note).st_ino == inode, "the note was replaced while the editor held it open"
+    assert note.read_text(encoding="utf-8") == edited
+    # Once the note is quiet again, the line goes in (here: the bytes as read, unchanged since).
+    os.utime(note, (past, past))
+    fresh = reader.read_one("Fjord.md", None)
+    reader.write_id(fresh, "01a209f8-e038-7345-8f96-54d466b3e1b9")
+    assert read_id(note.read_bytes()) == "01a209f8-e038-7345-8f96-54d466b3e1b9"
+    assert note.read_text(encoding="utf-8").endswith(edited)

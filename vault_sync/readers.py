@@ -21,7 +21,7 @@ from vault_sync.errors import VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
-from vault_sync.writer import MAX_NOTE_BYTES, edit_note
+from vault_sync.writer import MAX_NOTE_BYTES, NoteBusy, Quiet, edit_note
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,17 @@ class NoteReader:
             return produced["data"]
 
         assert read.state is not None and read.note is not None
-        result = edit_note(self.root, read.path, edit, expected_checksum=read.state.checksum)
+        # Quiet when written, not only when read: an editor may have begun saving in place (the file truncated,
+        # its text not yet written) since the note was read. Then this raises NoteBusy and writes nothing, for
+        # the line would replace the empty file and the editor's text would land in an unlinked inode.
+        seen = (read.state.size, read.state.mtime_ns)
+        result = edit_note(
+            self.root,
+            read.path,
+            edit,
+            expected_checksum=read.state.checksum,
+            quiet=Quiet(settle=self.settle, seen=seen),
+        )
         state = replace(result.state, path=read.path)
         if result.before_checksum == read.state.checksum:
             # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
@@ -162,6 +172,8 @@ class NoteReader:
         try:
             began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
             note, state, chunks = self.write_id(read, identify.new_engrama_id(began))
+        except NoteBusy:
+            return read  # being saved right now: the reconcile indexes it and writes its line once quiet
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))
         return replace(read, note=note, state=state, chunks=chunks, injected=True)

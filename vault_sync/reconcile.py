@@ -38,6 +38,7 @@ from vault_sync.report import (
     SyncReport,
 )
 from vault_sync.scan import presence, scan_vault
+from vault_sync.writer import NoteBusy
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
@@ -337,17 +338,20 @@ class VaultSync:
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
             node_id = owner or identify.new_engrama_id(note.file_began)  # stamped with when it began
+            busy = False
             if self.writable and read.may_take_id(self.settle):
                 try:
                     note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)
+                    injected = True
+                except NoteBusy:
+                    busy = True  # a save began since the read: index it now, write the line once quiet
                 except (OSError, VaultError) as exc:
                     return NoteOutcome(read.path, FAILED, error=describe(exc))
-                injected = True
-            else:
+            if not injected:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
                 if not read.blank:
-                    self._defer(read.path, self.settle - quiet)
+                    self._defer(read.path, self.settle if busy else self.settle - quiet)
         claimed.add(node_id)
         existing = refs.get(node_id)  # None for an id given just now
         moved_from = existing.path if existing and existing.path and existing.path != read.path else None
