@@ -158,3 +158,44 @@ async def test_malformed_notes_are_skipped_not_edited(vault, db_path) -> None:
         written = await write_insight_to_vault(rt, insight_id)
     assert b.paths["Beta"] not in written and b.read("Beta") == broken
     assert b.paths["Alpha"] in written
+
+
+async def test_a_dismissal_waits_for_the_person_saving_the_dismissed_list_and_loses_nothing(
+    vault, db_path
+) -> None:
+    """The dismissed list is a note like any other: when the person's editor is saving it in place (the file
+    truncated, its text written a moment later), the dismissal waits until the note is quiet and adds its line
+    to what the person wrote. Writing at once would replace the empty file and the editor's text would land in
+    an unlinked inode."""
+    import threading
+    import time
+
+    from server.reflect.records import dismissed_path
+
+    shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        [insight] = (await reflect(rt, ["shared_technology"])).insights
+        rel = dismissed_path(rt)
+        listing = vault / rel
+        listing.parent.mkdir(parents=True, exist_ok=True)
+        listing.write_text("# Dismissed insights\n\nMy own notes on what I turned down.\n", encoding="utf-8")
+        await rt.require_sync().sync_path(rel)
+        rt.require_sync().settle = 0.5  # the production rule: never edit a note changed within the window
+        typed = "# Dismissed insights\n\nMy own notes on what I turned down, and a new line.\n"
+        editor = open(listing, "r+b")  # noqa: SIM115 - held open across the dismissal, as an editor does
+        editor.truncate(0)
+        editor.flush()
+
+        def finish_saving() -> None:
+            time.sleep(0.2)
+            editor.write(typed.encode("utf-8"))
+            editor.close()
+
+        saving = threading.Thread(target=finish_saving)
+        saving.start()
+        decision = await decide_insight(rt, insight.id, "dismiss")
+        saving.join()
+        text = listing.read_text(encoding="utf-8")
+    assert decision.status == "dismissed"
+    assert text.startswith(typed), text
+    assert insight.title in text[len(typed) :]

@@ -38,7 +38,7 @@ from vault_sync.errors import VaultError
 from vault_sync.frontmatter import decode_note, read_frontmatter
 from vault_sync.insight_section import append_list_item, listed_keys
 from vault_sync.reconcile import VaultSync
-from vault_sync.writer import NoteExists, create_note, edit_note, read_note
+from vault_sync.writer import NoteExists, Quiet, create_note, edit_note, read_note
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,8 @@ async def record_dismissal(rt: Runtime, row: InsightRow) -> str | None:
     rel = dismissed_path(rt)
     fresh = render.dismissed_note(identify.new_engrama_id(), INSIGHT_LABEL)
     item = render.dismissed_item(row)
-    await asyncio.to_thread(_append_dismissed, sync.root, rel, fresh, row.key, item)
+    quiet = await rt.quiet_rule(rel)  # the person may be editing the list: never race their editor
+    await asyncio.to_thread(_append_dismissed, sync.root, rel, fresh, row.key, item, quiet)
     await sync.sync_path(rel)
     await rt.store.write(insights_sql.mark_recorded, row.id, utc_now())
     return rel
@@ -139,13 +140,13 @@ async def record_missing_decisions(rt: Runtime) -> int:
     return written
 
 
-def _append_dismissed(root: Path, rel: str, fresh: bytes, key: str, item: str) -> None:
+def _append_dismissed(root: Path, rel: str, fresh: bytes, key: str, item: str, quiet: Quiet | None) -> None:
     try:
         create_note(root, rel, append_list_item(fresh, key, item))
         return
     except NoteExists:
         pass  # the list exists: add a line to it
-    edit_note(root, rel, lambda data: append_list_item(data, key, item))
+    edit_note(root, rel, lambda data: append_list_item(data, key, item), quiet=quiet)
 
 
 # --- reading them back -----------------------------------------------------------------------------------
