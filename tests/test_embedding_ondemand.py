@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embeddings import FakeEmbedder
+from server.embeddings import FakeEmbedder, ondemand
 from server.embeddings.ondemand import MAX_BATCH, passage_vectors, query_vector
 from server.embeddings.priority import priority
 from server.embeddings.worker import attach_embedder, embed_batch, embedding_worker, prepare_vector_table
@@ -30,6 +30,22 @@ class SlowEmbedder(FakeEmbedder):
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         await asyncio.sleep(self.per_text * len(texts))
         return await super().embed(texts)
+
+
+class ConcurrencyEmbedder(SlowEmbedder):
+    """The slow fake, counting how many of its runs overlap."""
+
+    def __init__(self, per_text: float) -> None:
+        super().__init__(per_text)
+        self.running = self.most_at_once = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            return await super().embed(texts)
+        finally:
+            self.running -= 1
 
 
 @pytest.fixture
@@ -96,7 +112,10 @@ async def test_the_budget_bounds_the_time_spent_embedding(rt: Runtime) -> None:
     assert list(found) == ids[: len(found)]  # in the order given: the caller's best passages first
 
 
-async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past_it(rt: Runtime) -> None:
+async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past_it(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ondemand, "PARALLEL", 1)  # one run at a time: the count below is exact
     per_text = 0.1
     embedder = SlowEmbedder(per_text)
     await up(rt, embedder)
@@ -114,11 +133,27 @@ async def test_the_budget_is_a_ceiling_no_passage_is_started_that_would_end_past
     assert await rt.store.read(vectors_sql.backlog) == len(ids) - len(found)
 
 
-async def test_with_nothing_measured_one_passage_is_embedded_first(rt: Runtime) -> None:
+async def test_with_nothing_measured_one_passage_is_embedded_first(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ondemand, "PARALLEL", 1)
     embedder = SlowEmbedder(0.01)
     await up(rt, embedder)
     await passage_vectors(rt, await chunk_ids(rt), budget=1.0)
     assert [len(batch) for batch in embedder.calls][:2] == [1, MAX_BATCH]  # measured, then sized by it
+
+
+async def test_a_query_time_batch_runs_on_every_core_at_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ondemand, "PARALLEL", 2)
+    embedder = ConcurrencyEmbedder(0.05)
+    await up(rt, embedder)
+    ids = await chunk_ids(rt)
+    found = await passage_vectors(rt, ids[:9], budget=None)
+    assert list(found) == ids[:9]  # every vector, in the order asked, whatever run computed it
+    assert [len(batch) for batch in embedder.calls] == [1, 4, 4]  # one measured, then 8 split in two
+    assert embedder.most_at_once == 2
 
 
 async def test_the_backfill_measures_the_models_cost_for_query_time_work(rt: Runtime) -> None:

@@ -12,6 +12,8 @@ local model's runs are thread-safe, so a query never queues behind a batch in pr
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 QUERY_CACHE = "query_vector_cache"  # rt.state key
 QUERY_CACHE_SIZE = 256
 MAX_BATCH = 16
+# Query-time runs may use every core: the backfill starts no batch meanwhile, and the local model's runs are
+# thread-safe, so a batch split in as many parts runs on all of them (the backfill itself keeps to one).
+PARALLEL = max(1, os.cpu_count() or 1)
 
 
 def active_embedder(rt: Runtime) -> Embedder | None:
@@ -113,7 +118,7 @@ async def _embed_now(
             texts = [chunk.embedding_text() for chunk in batch]
             started = time.monotonic()
             try:
-                vectors = await embedder.embed(texts)
+                vectors = await _embed_in_parallel(embedder, texts)
             except EmbeddingUnavailable as exc:
                 mark_degraded(rt, str(exc))
                 break
@@ -124,6 +129,14 @@ async def _embed_now(
             store_batch, model_key(embedder), [c for c, _ in embedded], [v for _, v in embedded]
         )
     return {chunk.id: _unit(vectors_sql.vector_blob(v)) for chunk, v in embedded}
+
+
+async def _embed_in_parallel(embedder: Embedder, texts: list[str]) -> list[list[float]]:
+    """`embedder.embed(texts)`, in up to PARALLEL runs side by side (vectors in the order of `texts`)."""
+    size = -(-len(texts) // PARALLEL)  # ceiling: as few runs as cores allow
+    parts = [texts[i : i + size] for i in range(0, len(texts), size)]
+    done = await asyncio.gather(*(embedder.embed(part) for part in parts))
+    return [vector for part in done for vector in part]
 
 
 def _fitting(
