@@ -328,6 +328,40 @@ async def test_a_followers_entity_for_a_note_it_could_not_see_yet_becomes_that_n
     assert [r["name"] for r in around] == ["SQLite"]
 
 
+async def test_a_deleted_notes_node_a_follower_revived_is_archived_not_deleted_when_a_new_note_takes_it(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by the soak (seed 777): the person deletes a note; the holder writes a new note of that name with
+    a fresh id while a follower's write revives the old node in the graph (live, no path). Folding that node
+    into the new note's must keep it, archived, as the record of the deleted note."""
+    from server.store import memory_sql
+    from server.store.clock import utc_now
+
+    (vault / "People").mkdir()
+    (vault / "People" / "Nimbus.md").write_text("---\ntype: Person\n---\nThe old note.\n", encoding="utf-8")
+    (vault / "People" / "Lumen.md").write_text(
+        "---\ntype: Person\n---\nKnows [[Nimbus]].\n", encoding="utf-8"
+    )
+    await rt.require_sync().sync_vault()
+    old = next(n for n in await rt.store.find_nodes("Nimbus") if n.path == "People/Nimbus.md")
+    (vault / "People" / "Nimbus.md").unlink()
+    await rt.require_sync().sync_vault()  # deleted for good: archived
+    (vault / "People" / "Nimbus.md").write_text("---\ntype: Person\n---\nA new note.\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()  # the new note takes the path (a fresh id)
+    new = next(n for n in await rt.store.find_nodes("Nimbus") if n.path == "People/Nimbus.md")
+    assert new.id != old.id
+    await rt.store.write(memory_sql.revive_in_graph, old.id, utc_now())  # the follower's write
+    assert await rt.store.write(memory_sql.fold_graph_only_node, old.id, new.id, utc_now())
+    kept = await rt.store.get_node(old.id)
+    assert kept is not None and kept.status == "archived"
+    # A node that never had a note is still folded away entirely.
+    made, _ = await rt.store.write(
+        memory_sql.remember_in_graph, "Person", "Iris", {}, None, utc_now(), "", ()
+    )
+    assert await rt.store.write(memory_sql.fold_graph_only_node, made, new.id, utc_now())
+    assert await rt.store.get_node(made) is None
+
+
 async def test_the_archived_node_of_a_deleted_note_is_kept_when_a_new_note_of_its_name_takes_the_write(
     rt: Runtime, vault: Path
 ) -> None:

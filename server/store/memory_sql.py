@@ -171,9 +171,10 @@ def remember_in_graph(
 def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool:
     """A node made in the graph only (a follower's write for an entity it could not see a note for yet) turned
     out to be the entity of an existing note `into`: its relations move there and it goes, so the graph holds
-    one entity, as a rebuild from the vault would. False (nothing done) unless `duplicate` is graph-only."""
-    row = conn.execute("select path, status from nodes where id = ?", (duplicate,)).fetchone()
-    # Only a live node that never had a note: an archived one is the record of a deleted note, and stays.
+    one entity, as a rebuild from the vault would. A node that once had a note is archived instead of deleted.
+    False (nothing done) unless `duplicate` is live and without a note."""
+    row = conn.execute("select path, status, checksum from nodes where id = ?", (duplicate,)).fetchone()
+    # Only a live node without a note: an archived one is the record of a deleted note, and stays.
     if row is None or row["path"] is not None or row["status"] != "active" or duplicate == into:
         return False
     conn.execute(
@@ -184,6 +185,12 @@ def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool
         "update or ignore edges set target = ? where target = ? and valid_to is null and source != ?",
         (into, duplicate, into),
     )
+    if row["checksum"] is not None:
+        # It had a note once (a sync recorded its bytes): the node of a note the person deleted, made current
+        # again by a follower's write before it could see the new note. It stays, archived, as the record of
+        # that note (its history, its closed relations), as every deleted note's node does.
+        conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, duplicate))
+        return True
     conn.execute("delete from nodes where id = ?", (duplicate,))  # its leftover edges and keys go with it
     return True
 
