@@ -82,10 +82,12 @@ async def passage_vectors(
     remote endpoint costs a round trip per batch. Each batch takes the passages whose cost, estimated from
     the measured cost per passage and per character, fits in half of the budget left (a single passage: in
     what is left); a passage expected to end past the budget is not started, so the budget is a ceiling, not
-    a target. The vectors are stored in one write at the end. Measured at 10,000 notes
-    (bench/vaultgen.py, 130,000 passages; machine at load ~7 on 2 cores) with search's 0.6 s budget for its 30
-    best passages: search median 832 ms / p95 1,064 ms while backfilling, against 52 / 91 ms full text only.
-    So ~0.4 s keeps p95 under 1 s even on a busy machine; on a quiet one 0.6 s embeds ~12 passages.
+    a target. When nothing was measured yet in this process, one passage is embedded first, to measure. The
+    batch runs split over every core (PARALLEL). The vectors are stored in one write at the end. Measured with
+    search's 0.4 s budget for its 30 best passages (bench/model_latency.py, a shared 2-core machine at load
+    ~3): at 10,000 notes with half of the passages waiting and the worker backfilling, search median 435 ms,
+    p95 677 ms; LongMemEval's first searches on fresh vaults, median 397 ms, the re-scoring's p95 410 ms for a
+    question searched once (an order question searches each event too, each with its own budget).
     """
     embedder = active_embedder(rt)
     ids = list(dict.fromkeys(chunk_ids))

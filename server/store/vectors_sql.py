@@ -54,7 +54,8 @@ SIGNS_TABLE = "vector_signs"
 META_SIGNS = "vectors_signs"  # "complete" once every stored vector has its signs (filled once on upgrade)
 # Passages a full row of vector_signs holds (~230 KB; a scan reads 32 rows at 130,000 passages). Fewer, larger
 # rows cost the scan fewer steps of Python: beside bm25 on the other thread, a search's scan at 10,000 notes
-# took 26 ms with rows of 4,096 against 40 ms with rows of 1,024 (bench/model_latency.py scale).
+# took 25-29 ms with rows of 4,096 against 31-36 ms with rows of 1,024 (bench/model_latency.py scale, runs
+# alternated on a shared machine).
 SIGN_ROW = 4096
 MAX_SMALL_ROWS = 32  # rows holding fewer than SIGN_ROW before they are merged (the backfill adds rows of 4)
 POOL_FACTOR = 80  # passages kept by Hamming distance per passage wanted, for the finer estimate
