@@ -326,16 +326,72 @@ def _cache_and_mmap(conn: Any) -> tuple[int, int]:
     return conn.execute("pragma cache_size").fetchone()[0], conn.execute("pragma mmap_size").fetchone()[0]
 
 
-async def test_page_caches_are_capped_and_mmap_waits_for_vectors(tmp_path: Path) -> None:
+async def test_page_caches_are_sized_to_the_file_and_mmap_waits_for_vectors(tmp_path: Path) -> None:
     vault, db = tmp_path / "vault", tmp_path / "graph.db"
     generate_vault(vault, 10, seed=4, mode="small-vocab")
     await _sync(vault, db)
+    floor = database.CACHE_MIN_KIB
     async with open_runtime(_settings(vault, db)) as rt:
-        assert await rt.store.read(_cache_and_mmap) == (-database.MAIN_CACHE_KIB, 0)
-        assert rt.store.db.aside(_cache_and_mmap).result() == (-database.ASIDE_CACHE_KIB, 0)
+        assert await rt.store.read(_cache_and_mmap) == (-floor, 0)  # a small file: the floor
+        assert rt.store.db.aside(_cache_and_mmap).result() == (-floor, 0)
+        assert await rt.store.read(lambda c: c.execute("pragma temp_store").fetchone()[0]) == 1  # file
         await rt.store.write(vectors_sql.ensure_vector_table, "fake:fake-hash", 4)
         cache, mapped = rt.store.db.aside(_cache_and_mmap).result()
-        assert cache == -database.ASIDE_CACHE_KIB and mapped > 0  # vec0 scans read through mmap
+        assert cache == -floor and mapped > 0  # vec0 scans read through mmap
+
+
+def test_a_connections_cache_holds_a_share_of_the_file_between_a_floor_and_a_cap() -> None:
+    mib = 2**20
+    assert database.cache_kib(0) == database.CACHE_MIN_KIB
+    assert database.cache_kib(27 * mib) == database.CACHE_MIN_KIB  # 1,000 notes
+    assert database.cache_kib(266 * mib) == 266 * 1024 // database.CACHE_SHARE  # 10,000 notes: ~2 MiB
+    assert database.cache_kib(2700 * mib) == database.CACHE_MAX_KIB  # 100,000 notes
+
+
+async def test_a_big_file_gets_a_bigger_cache_on_both_connections(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    conn, _ = database.connect_sync(db, load_vec=False)
+    conn.execute("create table filler (x blob)")
+    conn.executemany("insert into filler values (zeroblob(4000))", [()] * 50_000)  # ~200 MiB of pages
+    conn.close()
+    want = -database.cache_kib(db.stat().st_size)
+    assert want < -database.CACHE_MIN_KIB
+    conn, _ = database.connect_sync(db, load_vec=False)
+    aside = database.connect_aside(db, vec=False)
+    try:
+        assert _cache_and_mmap(conn)[0] == want and _cache_and_mmap(aside)[0] == want
+    finally:
+        conn.close()
+        aside.close()
+
+
+def _sqlite_memory_used() -> int:
+    """Bytes SQLite holds right now in this process (sqlite3_memory_used of the library sqlean bundles)."""
+    import ctypes
+
+    import sqlean._sqlite3 as bundled  # type: ignore[import-not-found]
+
+    used = ctypes.CDLL(bundled.__file__).sqlite3_memory_used
+    used.restype = ctypes.c_int64
+    return used()
+
+
+def _held_after_staging(conn: Any) -> int:
+    """Stage ~20 MiB in a temp table as a sync stages a batch's texts, empty it, and return what SQLite holds."""
+    conn.execute("create temp table stage (text text)")
+    conn.executemany("insert into temp.stage values (?)", [("x" * 2000,)] * 10_000)
+    conn.execute("delete from temp.stage")
+    return _sqlite_memory_used()
+
+
+def test_staged_temp_tables_leave_memory_once_past_the_temp_cache(tmp_path: Path) -> None:
+    conn, _ = database.connect_sync(tmp_path / "graph.db", load_vec=False)
+    try:
+        before = _sqlite_memory_used()
+        # With `temp_store = memory` the ~20 MiB staged would all be held until the connection closes.
+        assert _held_after_staging(conn) - before < 4 * 2**20
+    finally:
+        conn.close()
 
 
 async def test_the_server_warms_search_up_after_start(tmp_path: Path) -> None:

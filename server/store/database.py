@@ -35,14 +35,25 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Connection = sqlean.Connection
 BUSY_TIMEOUT_MS = 10_000
-# Page caches (issue 15: a server grew from 80 to 206 MiB over 50 searches; it was these caches filling up, 64
-# and 32 MiB, and the aside connection's mmap). SQLite fills its cache only with pages it reads, so a small
-# vault's cache is the vault's size; the caps bound a big one. The pages stay in the OS's file cache either
-# way, so a smaller cache costs a copy per page read, not a disk read: at 10,000 notes search latency was the
-# same with 2, 8 and 64 MiB (bench/server_bench.py --session). The main connection writes too (FTS5 merges
-# re-read recent pages during a first sync), so it keeps more than the read-only aside one.
-MAIN_CACHE_KIB = 16_384
-ASIDE_CACHE_KIB = 8_192
+# Page caches (issue 15). SQLite's page cache duplicates the operating system's file cache: a page it does not
+# hold costs a read() that copies it from the OS (microseconds), not a disk read. What a search reads again and
+# again is the interior pages of the b-trees it descends (the FTS index, the node and edge indexes): 0.54% of a
+# 10,000-note database's pages. So each connection caches about that share of the file (1/128, with headroom),
+# at least CACHE_MIN_KIB and at most CACHE_MAX_KIB. Measured at 10,000 notes: search latency is the same with
+# 0.5, 2 and 16 MiB per connection (the 16/8 MiB caps filled to 24 MiB through a session), and the first sync's
+# rate too.
+CACHE_SHARE = 128  # cache one page in this many of the file
+CACHE_MIN_KIB = 1_024
+CACHE_MAX_KIB = 16_384
+# Temp tables (the sync stages a batch's note bodies and passages in them) live in the page cache and spill to
+# an unnamed temp file beyond the temp schema's cache (SQLite's default, 2 MiB). In memory (`temp_store =
+# memory`) they can never leave it: a first sync at 10,000 notes held 16 MiB of staged text to its end.
+TEMP_STORE = "file"
+
+
+def cache_kib(db_bytes: int) -> int:
+    """The page cache for a connection to a database file of `db_bytes`: its hot interior pages (see above)."""
+    return max(CACHE_MIN_KIB, min(CACHE_MAX_KIB, db_bytes // CACHE_SHARE // 1024))
 
 
 @dataclass(frozen=True)
@@ -91,14 +102,23 @@ def _enable_wal(conn: sqlean.Connection) -> None:
 
 def _connect(path: Path) -> sqlean.Connection:
     """A connection usable from any one thread at a time, in autocommit mode, with rows by name, waiting up to
-    the busy timeout for locks, and temp tables in memory."""
+    the busy timeout for locks, and temp tables in the (bounded) page cache."""
     conn = sqlean.connect(
         str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
     )
     conn.row_factory = sqlean.Row
     conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
-    conn.execute("pragma temp_store = memory")
+    conn.execute(f"pragma temp_store = {TEMP_STORE}")
     return conn
+
+
+def size_cache(conn: sqlean.Connection) -> int:
+    """Set the connection's page cache for the file as it is now (`cache_kib`); returns the size in KiB."""
+    pages = conn.execute("pragma page_count").fetchone()[0]
+    page_size = conn.execute("pragma page_size").fetchone()[0]
+    kib = cache_kib(pages * page_size)
+    conn.execute(f"pragma cache_size = -{kib}")
+    return kib
 
 
 def connect_sync(
@@ -111,15 +131,14 @@ def connect_sync(
     conn = _connect(path)
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
-    # Checkpoints every ~40 MiB of WAL instead of every 4 MiB: a first sync writes hundreds of MiB. The page
-    # cache is capped (MAIN_CACHE_KIB): see there.
-    conn.execute(f"pragma cache_size = -{MAIN_CACHE_KIB}")
+    # Checkpoints every ~40 MiB of WAL instead of every 4 MiB: a first sync writes hundreds of MiB.
     conn.execute("pragma wal_autocheckpoint = 10000")
     conn.execute("pragma foreign_keys = on")
     vec = (
         _load_vec(conn, vec_extension) if load_vec else VectorSupport(ok=False, reason="sqlite-vec disabled")
     )
     apply_migrations(conn)
+    size_cache(conn)  # after the migrations, which may have rewritten the file
     return conn, vec
 
 
@@ -127,7 +146,7 @@ def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) ->
     """A read-only connection to an already open database (no migrations, no WAL switch), with sqlite-vec
     when `vec`. It reads through mmap once vectors are stored (`map_when_vectors`)."""
     conn = _connect(path)
-    conn.execute(f"pragma cache_size = -{ASIDE_CACHE_KIB}")
+    size_cache(conn)
     conn.execute("pragma query_only = 1")  # nothing run aside can write, whatever it is handed
     if vec:
         loaded = _load_vec(conn, vec_extension)
