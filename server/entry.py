@@ -1,14 +1,16 @@
-"""The `engrama-vault` console script's entry point, kept tiny on purpose.
+"""The `engrama-vault` console script's entry point, kept tiny on purpose: it limits the C heap's arenas
+before any thread starts (vault_sync/heap.py), then hands over to the command line.
 
-Note reader processes are started with `spawn` (vault_sync/reader_process.py), which re-imports the parent's
-main module: the console script, and with it whatever module the script imports. Pointing the script here
-rather than at server.cli keeps each reader from importing every command, the MCP SDK and the search code it
-never uses (about 10 MB of memory per reader)."""
+Nothing here may import the MCP SDK or the commands at module level: a process that only needs to start
+(`--version`, a note reader started as `python -c`) should not pay for them."""
 
 from __future__ import annotations
 
 
 def main() -> int:
+    from vault_sync.heap import limit_arenas
+
+    limit_arenas()  # before the database, watcher and SDK threads start, each of which would take an arena
     from server.cli import main as run
 
     return run()

@@ -417,3 +417,27 @@ def test_the_console_script_module_imports_nothing_a_reader_process_would_carry(
     code = "import sys, server.entry; print(sorted(m for m in ('server.cli', 'mcp', 'pydantic') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# --- the first sync's process tree --------------------------------------------------------------------------
+
+WORKER_MODULES = "sorted(m for m in __import__('sys').modules if m.split('.')[0] in {names!r})"
+NOT_IN_A_READER = ("asyncio", "multiprocessing", "concurrent", "ssl", "mcp", "pydantic", "server", "sqlean")
+
+
+async def test_a_reader_process_imports_only_what_reading_a_note_needs(tmp_path: Path) -> None:
+    from profiles.loader import load_profile
+    from server.runtime import note_rules
+    from vault_sync.reader_process import ReaderProcess, pickled_rules
+
+    vault = tmp_path / "vault"
+    generate_vault(vault, 20, seed=2, mode="realistic")
+    paths = [p.relative_to(vault).as_posix() for p in sorted(vault.rglob("*.md"))]
+    rules = pickled_rules(note_rules(load_profile("base", ["teaching"])))
+    assert rules is not None
+    async with ReaderProcess(vault, rules, writable=False, workers=1) as process:
+        reads = await process.read_batch(paths, {}, dry_run=True)
+        assert [r.path for r in reads] == paths and all(r.note is not None for r in reads)
+        # A multiprocessing worker carried asyncio (and ssl), its queues, and the parent's main module; and the
+        # SDK or the server would be tens of MiB per reader.
+        assert await process.run(eval, WORKER_MODULES.format(names=NOT_IN_A_READER)) == []

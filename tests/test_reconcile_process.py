@@ -172,9 +172,8 @@ async def test_the_reader_process_never_writes_to_stdout(
     rules = pickled_rules(RULES)
     assert rules is not None
     async with ReaderProcess(vault, rules, writable=False) as process:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(process._pool, print, "printed in the worker")
-        await loop.run_in_executor(process._pool, os.write, 1, b"written to fd 1 in the worker\n")
+        await process.run(print, "printed in the worker")
+        await process.run(os.write, 1, b"written to fd 1 in the worker\n")
     out, err = capfd.readouterr()
     assert out == ""  # stdout is the MCP wire under `engrama-vault serve`
     assert "printed in the worker" in err and "written to fd 1 in the worker" in err
