@@ -138,6 +138,39 @@ async def test_a_note_deleted_for_good_is_written_anew_with_a_fresh_id(
     assert (vault / "Restored/Topic.md").read_bytes() == kept
 
 
+async def test_a_write_for_an_entity_whose_path_a_new_note_took_never_gives_its_id_to_a_second_file(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by the soak (seed 777): the person trashed a note, then made a new one at its path; a queued write
+    for the old entity (a follower's, made before it saw the new note) used to create `Name 2.md` with the old
+    id while the trashed file still held it, and the person's restore from the trash then lost its id as a
+    "copy". Now the write finds the old note by its id: out of the trash, it takes the write."""
+    from server.services.entities import write_entity
+
+    made = await remember(rt, "Concept", "Topic", {}, "The first note.")
+    move(vault, "Concepts/Topic.md", ".trash/Topic.md")
+    await rt.require_sync().sync_path("Concepts/Topic.md")  # the watcher saw it go: archived
+    (vault / "Concepts/Topic.md").write_text("---\ntype: Concept\n---\nA new note.\n", encoding="utf-8")
+    await rt.require_sync().sync_path("Concepts/Topic.md")  # the new note takes the path
+    old = await rt.store.get_node(made.id)
+    assert old is not None and old.path is None
+    done = await write_entity(rt, "Concept", "Topic", {}, "Written for the old one.", [], target=old)
+    assert done.id == made.id and "trash" in done.message
+    ids = ids_in_vault(vault)
+    assert sorted(ids.values()).count(made.id) == 1 and ".trash/Topic.md" not in ids
+    assert "Written for the old one." in (vault / done.path).read_text(encoding="utf-8")
+    # Deleted for good instead: a new note with a fresh id, the old node kept, archived.
+    (vault / done.path).unlink()
+    await rt.require_sync().sync_path(done.path)
+    gone = await rt.store.get_node(made.id)
+    assert gone is not None
+    again = await write_entity(rt, "Concept", "Topic", {}, "Written again.", [], target=gone)
+    assert again.id != made.id and "new id" in again.message
+    kept = await rt.store.get_node(made.id)
+    assert kept is not None and kept.status == "archived"
+    assert made.id not in ids_in_vault(vault).values()
+
+
 async def test_forget_right_after_a_move_archives_the_moved_note(
     rt: Runtime, vault: Path, tmp_path: Path
 ) -> None:

@@ -29,7 +29,7 @@ from server.services.schema import (
     require_relation,
     single_label,
 )
-from server.store import Node, history_sql, memory_sql, outbox_sql, sync_sql
+from server.store import Node, history_sql, memory_sql, nodes_sql, outbox_sql, sync_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote, VaultError
@@ -222,10 +222,44 @@ async def write_entity(
             "note with a new id; the old entity stays archived"
         )
         return replace(done, message=f"{done.message}; {gone}")
+    if (
+        existing is not None
+        and existing.status != "stub"
+        and await rt.store.read(nodes_sql.had_note, existing.id)
+    ):
+        # The entity had a note, but its path was taken by another note (the person deleted or trashed it
+        # and made a new one there) and a write made it current again in the graph only.
+        return await _write_without_path(rt, existing, label, properties, observation, relations, remove)
     created = existing is None or existing.status == "stub"
     node_id = existing.id if existing is not None else identify.new_engrama_id()
     name = existing.name if existing is not None else name
     return await _create(rt, node_id, label, name, properties, observation, relations, created)
+
+
+async def _write_without_path(
+    rt: Runtime,
+    existing: Node,
+    label: str,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    relations: Sequence[PlannedRelation],
+    remove: tuple[str, ...],
+) -> EntityWrite:
+    """Write an entity that had a note and has no path now: into that note when it is still somewhere (the
+    trash: restored beside its label's folder's name; moved: where it is), else into a new note with a FRESH
+    id, the old node folded into it and archived. Writing the old id into a new note would give two files one
+    id as soon as the old one came back, and the person's file would lose its id as a "copy"."""
+    found = await locate_entity_note(rt, existing)
+    if found is not None:
+        home = f"{rt.profile.folder_for(label)}/{note_filename(existing.name)}"
+        return await _write_found(
+            rt, replace(existing, path=home), found, properties, observation, relations, remove
+        )
+    fresh = identify.new_engrama_id()
+    done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
+    await rt.store.write(memory_sql.fold_graph_only_node, existing.id, done.id, utc_now())
+    gone = "its earlier note is neither in the vault nor in its trash, so this is a new note with a new id"
+    return replace(done, message=f"{done.message}; {gone}")
 
 
 async def _caught_up(rt: Runtime, name: str) -> bool:

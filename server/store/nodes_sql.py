@@ -129,6 +129,13 @@ def find_nodes(conn: Any, name: str, label: str | None = None, include_archived:
     return [row_to_node(r) for r in rows]
 
 
+def had_note(conn: Any, node_id: str) -> bool:
+    """Whether a note ever stood for the node: a sync recorded its bytes (a node made by a tool in the graph
+    only, or a stub, has none). Its id may then come back with that note's file (from the trash, a backup)."""
+    row = conn.execute("select checksum from nodes where id = ?", (node_id,)).fetchone()
+    return row is not None and row[0] is not None
+
+
 def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], now: str) -> tuple[str, bool]:
     """MERGE by label + name (case-insensitive): update the live node if there is one, else create it.
 
