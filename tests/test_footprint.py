@@ -441,3 +441,19 @@ async def test_a_reader_process_imports_only_what_reading_a_note_needs(tmp_path:
         # A multiprocessing worker carried asyncio (and ssl), its queues, and the parent's main module; and the
         # SDK or the server would be tens of MiB per reader.
         assert await process.run(eval, WORKER_MODULES.format(names=NOT_IN_A_READER)) == []
+
+
+def test_opening_the_database_imports_neither_numpy_nor_the_sqlite_vec_package(tmp_path: Path) -> None:
+    """sqlite_vec's `__init__` imports numpy when it is installed (the [local] extra): ~12 MB in every process
+    that opens the database, the server and the sync alike, for nothing when no model is configured."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from server.store import database; "
+        f"conn, vec = database.connect_sync(Path({str(tmp_path / 'graph.db')!r})); "
+        "assert vec.ok, vec.reason; "
+        "print(sorted(m for m in ('numpy', 'sqlite_vec') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -15,7 +15,9 @@ aside thread scores whole notes, or scans the vectors. WAL lets both read at onc
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -65,13 +67,21 @@ class VectorSupport:
     reason: str | None = None
 
 
+def vec_library() -> str:
+    """The path of the sqlite-vec library bundled in the `sqlite_vec` package, found without importing it:
+    its `__init__` imports numpy whenever numpy is installed (~12 MB of memory in every process of an install
+    with the [local] extra), and all we need of it is where `vec0` lies."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the sqlite-vec package is not installed; reinstall engrama-vault")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
 def _load_vec(conn: sqlean.Connection, extension: str | None) -> VectorSupport:
     try:
-        import sqlite_vec
-
         conn.enable_load_extension(True)
         try:
-            conn.load_extension(extension or sqlite_vec.loadable_path())
+            conn.load_extension(extension or vec_library())
         finally:
             conn.enable_load_extension(False)
         (version,) = conn.execute("select vec_version()").fetchone()
