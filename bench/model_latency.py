@@ -21,10 +21,12 @@ not started. Same breakdown, plus how many searches one question made (order que
 `backfill`: the `scale` database with the vectors of a share of the notes removed, and the real embedding
 worker (`embedding_worker`) backfilling them while the queries run.
 
-`recall`: **real vectors**: the LoCoMo conversations (../shared/data/locomo) as notes, every passage embedded by
-the model (kept in `--work`), and the LoCoMo questions as queries. For each: the exact top 100 by float cosine
-(the model's own float vectors), against what the product's scan keeps (`vectors_sql.nearest_chunks`), and the
-int8 single-stage scan beside it.
+`recall`: **real vectors**: the LoCoMo conversations (../shared/data/locomo) as notes (or, with `--store lme`,
+the haystack sessions of the first `--lme-questions` LongMemEval questions), every passage embedded by the model
+(kept in `--work`), and the benchmark's questions as queries. For each: the exact top 100 by float cosine (the
+model's own float vectors), against what the product's scan keeps (`vectors_sql.nearest_chunks`), and the int8
+single-stage scan beside it. Then the same queries over those vectors padded with noisy copies of them to
+`--crowded` (0: skip): a deliberately crowded store of the size of a 10,000-note vault.
 
 Timing figures are medians and p95 of wall time on a shared machine: compare rows measured in one run.
 """
@@ -373,16 +375,32 @@ def one_budget() -> Iterator[None]:
 # --- recall: real vectors ---------------------------------------------------------------------------------
 
 
-async def prepared_locomo(work: Path) -> tuple[Path, Path, Path]:
-    """A LoCoMo vault, its database with every passage embedded by the model, and the float vectors."""
-    from locomo import write_vault  # the LoCoMo bench's own notes
+def write_store_vault(vault: Path, store: str, lme_questions: int) -> list[str]:
+    """The notes of the real store (LoCoMo's sessions, or the haystack sessions of the first
+    `lme_questions` LongMemEval questions, each once) under `vault`; returns the questions to ask."""
+    if store == "locomo":
+        from locomo import write_vault  # the LoCoMo bench's own notes
 
+        return [q.text for q in write_vault(vault)]
+    from longmemeval import DATA, load, session_notes, write_vault
+
+    questions = load(DATA)
+    seen: set[str] = set()
+    for i, question in enumerate(questions[:lme_questions]):
+        notes = [n for n in session_notes(question) if n.session not in seen]
+        seen.update(n.session for n in notes)
+        write_vault(vault / f"q{i:03d}", notes)
+    return [q["question"] for q in questions]  # every question: a query need not have its answer stored
+
+
+async def prepared_store(work: Path, store: str, lme_questions: int) -> tuple[Path, Path, Path]:
+    """A vault of real text, its database with every passage embedded by the model, the float vectors."""
     vault, db, floats = work / "vault", work / "graph.db", work / "floats.npz"
     if floats.exists():
         return vault, db, floats
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    write_vault(vault)
+    write_store_vault(vault, store, lme_questions)
     embedder = LocalEmbedder()
     ids: list[int] = []
     rows: list[np.ndarray] = []
@@ -392,7 +410,11 @@ async def prepared_locomo(work: Path) -> tuple[Path, Path, Path]:
         model = await embedder.loaded()
         key = model_key(embedder)
         while pending := await rt.store.read(vectors_sql.pending_chunks, 64):
-            matrix = await asyncio.to_thread(model.embed, [c.embedding_text() for c in pending])
+            texts = [c.embedding_text() for c in pending]
+            halves = await asyncio.gather(  # both cores: the session's runs are thread-safe
+                asyncio.to_thread(model.embed, texts[:32]), asyncio.to_thread(model.embed, texts[32:])
+            )
+            matrix = np.concatenate([h for h in halves if len(h)])
             await rt.store.write(store_batch, key, pending, matrix.tolist())
             ids += [c.id for c in pending]
             rows.append(matrix)
@@ -403,13 +425,12 @@ async def prepared_locomo(work: Path) -> tuple[Path, Path, Path]:
 
 
 async def run_recall(args: argparse.Namespace) -> None:
-    from locomo import write_vault
-
-    vault, db, floats = await prepared_locomo(Path(args.work) / "locomo")
+    name = args.store if args.store == "locomo" else f"lme{args.lme_questions}"
+    vault, db, floats = await prepared_store(Path(args.work) / name, args.store, args.lme_questions)
     saved = np.load(floats)
     ids, matrix = saved["ids"], saved["vectors"]
     with tempfile.TemporaryDirectory() as tmp:
-        questions = [q.text for q in write_vault(Path(tmp))][: args.queries]
+        questions = write_store_vault(Path(tmp), args.store, 0)[: args.queries]
     embedder = LocalEmbedder()
     queries = (await embedder.loaded()).embed(questions)
     found: dict[str, list[float]] = defaultdict(list)
@@ -422,11 +443,12 @@ async def run_recall(args: argparse.Namespace) -> None:
             found["product scan"].append(len(exact & {r[0] for r in product}) / 100)
             found["int8 vec0 scan"].append(len(exact & set(single)) / 100)
             found["product = int8 scan"].append(len(set(single) & {r[0] for r in product}) / 100)
-    print(f"{len(ids)} passages (LoCoMo, the model's vectors), {len(queries)} questions:")
+    print(f"{len(ids)} passages ({name}, the model's vectors), {len(queries)} questions:")
     for name, values in found.items():
         print(f"  recall of the exact float top 100, {name:<22} mean {statistics.mean(values):.3f}")
     await embedder.aclose()
-    crowded_recall(matrix, queries, args.crowded)
+    if args.crowded:
+        crowded_recall(matrix, queries, args.crowded)
 
 
 def _two_stage_scan(conn: Any, blob: bytes, k: int) -> list[tuple[int, float]]:
@@ -492,6 +514,8 @@ def main() -> None:
         "--one-budget", action="store_true", help="first: the searches of one question share one budget"
     )
     parser.add_argument("--crowded", type=int, default=130_000, help="recall: vectors of the padded store")
+    parser.add_argument("--store", choices=("locomo", "lme"), default="locomo", help="recall: the real text")
+    parser.add_argument("--lme-questions", type=int, default=6, help="recall: haystacks in the lme store")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     run = {"scale": run_scale, "first": run_first, "backfill": run_backfill, "recall": run_recall}
