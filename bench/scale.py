@@ -6,8 +6,8 @@
 For each size and corpus (bench/vaultgen.py: `realistic`, `small-vocab`), through the installed
 `engrama-vault` as a person runs it, with no embedder (a plain install):
 
-- first sync (`engrama-vault sync`, ids written into every note): notes/s and the peak RSS of its whole
-  process tree (main process + reader processes);
+- first sync (`engrama-vault sync`, ids written into every note): notes/s, the peak RSS of its whole
+  process tree (main process + reader processes) and of its main process;
 - unchanged re-sync: seconds;
 - database size: the file (and its WAL) against the vault's Markdown bytes;
 - then one `engrama-vault serve` over stdio (the MCP SDK's client), after its start-up catch-up:
@@ -77,17 +77,19 @@ def _ms(seconds: list[float]) -> tuple[float, float]:
     return 1000 * statistics.median(ordered), 1000 * ordered[int(0.95 * (len(ordered) - 1))]
 
 
-async def session(vault: Path, db: Path, common: list[str], rare: list[str]) -> dict[str, object]:
+async def session(
+    vault: Path, db: Path, common: list[str], rare: list[str], command: str = COMMAND
+) -> dict[str, object]:
     """One served session: search, edit to searchable, reflect, RSS."""
     env = {**os.environ, "EMBEDDING_PROVIDER": "none"}
     params = StdioServerParameters(
-        command=COMMAND, args=["serve", "--vault", str(vault), "--db", str(db)], env=env
+        command=command, args=["serve", "--vault", str(vault), "--db", str(db)], env=env
     )
     row: dict[str, object] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
         await _caught_up(client, timeout=7200)
-        pid = _server_pid()
+        pid = _server_pid(command)
         await asyncio.sleep(1.0)  # the warm-up after start-up
         row["server_rss_start_mib"] = _rss_mib(pid)["server_mib"]
         peak = 0.0
@@ -125,7 +127,7 @@ async def edit_to_searchable(client: ClientSession, vault: Path, i: int) -> floa
     raise SystemExit(f"an edit of {path.name} was not searchable after {EDIT_TIMEOUT} s")
 
 
-def one_row(work: Path, mode: str, notes: int, seed: int) -> dict[str, object]:
+def one_row(work: Path, mode: str, notes: int, seed: int, command: str = COMMAND) -> dict[str, object]:
     source = work / f"{mode}-{notes}" / "vault"
     if not source.exists():
         started = time.perf_counter()
@@ -137,14 +139,14 @@ def one_row(work: Path, mode: str, notes: int, seed: int) -> dict[str, object]:
     shutil.copytree(source, vault)
     vault_bytes = sum(p.stat().st_size for p in vault.rglob("*.md"))
     row: dict[str, object] = {"corpus": mode, "notes": notes, "vault_mib": vault_bytes / 2**20}
-    seconds, _, _, tree = run_sync(vault, db)
-    row.update(first_sync_notes_s=notes / seconds, first_sync_tree_mib=tree)
+    seconds, _, main_peak, tree = run_sync(vault, db, command)
+    row.update(first_sync_notes_s=notes / seconds, first_sync_tree_mib=tree, first_sync_main_mib=main_peak)
     print(f"[{mode} {notes}] first sync {seconds:.0f} s, tree {tree} MiB", file=sys.stderr)
-    row["unchanged_resync_s"], _, _, _ = run_sync(vault, db)
+    row["unchanged_resync_s"], _, _, _ = run_sync(vault, db, command)
     db_bytes = sum(p.stat().st_size for p in run.glob("graph.db*") if not p.name.endswith(".lease"))
     row["db_vs_vault"] = db_bytes / vault_bytes
     common, rare = queries(vault_words(vault, 2000, seed), seed)
-    row.update(asyncio.run(session(vault, db, common, rare)))
+    row.update(asyncio.run(session(vault, db, common, rare, command)))
     shutil.rmtree(run, ignore_errors=True)
     print(f"[{mode} {notes}] {json.dumps(row)}", file=sys.stderr)
     return row
@@ -155,6 +157,7 @@ COLUMNS = (
     ("notes", "notes", "{}"),
     ("first_sync_notes_s", "sync n/s", "{:.0f}"),
     ("first_sync_tree_mib", "sync tree MiB", "{}"),
+    ("first_sync_main_mib", "sync main MiB", "{}"),
     ("unchanged_resync_s", "resync s", "{:.2f}"),
     ("db_vs_vault", "db/vault", "{:.2f}x"),
     ("search_common_median_ms", "common med", "{:.1f}"),
@@ -183,6 +186,11 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help="keep generated vaults here (reused next time)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, help="also write the rows as JSON")
+    parser.add_argument(
+        "--command",
+        default=COMMAND,
+        help="the engrama-vault to measure (default: this venv's; e.g. another tree's)",
+    )
     args = parser.parse_args()
     os.environ["EMBEDDING_PROVIDER"] = "none"  # the one-shot syncs too: a plain install
     rows = []
@@ -190,7 +198,7 @@ def main() -> None:
         work = args.work or Path(tmp)
         for notes in args.sizes:
             for mode in args.modes:
-                rows.append(one_row(work, mode, notes, args.seed))
+                rows.append(one_row(work, mode, notes, args.seed, args.command))
                 if args.out:
                     args.out.write_text(json.dumps(rows, indent=2), encoding="utf-8")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -86,9 +86,10 @@ async def round_trips(params: StdioServerParameters, queries: list[str]) -> dict
     return times
 
 
-def _server_pid() -> int:
-    """The spawned server: this process's one `engrama-vault` child."""
-    kids = [pid for pid in tree(os.getpid())[1:] if "engrama-vault" in _cmdline(pid)]
+def _server_pid(command: str = COMMAND) -> int:
+    """The spawned server: this process's one `engrama-vault` (or `command`) child."""
+    name = Path(command).name
+    kids = [pid for pid in tree(os.getpid())[1:] if name in _cmdline(pid) and " serve " in _cmdline(pid)]
     if not kids:
         raise SystemExit("cannot find the server process in /proc (Linux only)")
     return kids[0]

@@ -34,13 +34,13 @@ from vaultgen import MODES, generate_vault  # noqa: E402
 COMMAND = [str(Path(sys.executable).parent / "engrama-vault"), "sync", "--json"]
 
 
-def run_sync(vault: Path, db: Path) -> tuple[float, dict, int, int]:
-    """One `engrama-vault sync` in a child: (seconds, report, peak RSS in MiB of the biggest process, peak RSS
-    in MiB of the child and its workers together; 0 where /proc cannot tell)."""
+def run_sync(vault: Path, db: Path, command: str | None = None) -> tuple[float, dict, int, int]:
+    """One `engrama-vault sync` (or `command sync`) in a child: (seconds, report, peak RSS in MiB of the
+    biggest process, peak RSS in MiB of the child and its workers together; 0 where /proc cannot tell)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
     child = subprocess.Popen(
-        [*COMMAND, "--vault", str(vault), "--db", str(db)],
+        [*([command] if command else COMMAND[:1]), *COMMAND[1:], "--vault", str(vault), "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
