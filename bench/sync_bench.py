@@ -36,7 +36,8 @@ COMMAND = [str(Path(sys.executable).parent / "engrama-vault"), "sync", "--json"]
 
 def run_sync(vault: Path, db: Path, command: str | None = None) -> tuple[float, dict, int, int]:
     """One `engrama-vault sync` (or `command sync`) in a child: (seconds, report, peak RSS in MiB of the
-    biggest process, peak RSS in MiB of the child and its workers together; 0 where /proc cannot tell)."""
+    main process, peak RSS in MiB of the child and its workers together). Where /proc cannot tell, the
+    biggest process's peak (getrusage: over every child this process has waited for) and 0."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     started = time.perf_counter()
     child = subprocess.Popen(
@@ -45,7 +46,7 @@ def run_sync(vault: Path, db: Path, command: str | None = None) -> tuple[float, 
         stderr=subprocess.PIPE,
         text=True,
     )
-    tree_peak = [0]
+    tree_peak = [0, 0]  # the tree's, the main process's
     watcher = threading.Thread(target=_watch_tree, args=(child, tree_peak), daemon=True)
     watcher.start()
     out, err = child.communicate()
@@ -53,14 +54,16 @@ def run_sync(vault: Path, db: Path, command: str | None = None) -> tuple[float, 
     watcher.join()
     if child.returncode not in (0, 1):
         raise SystemExit(f"sync failed: {err[-2000:]}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, json.loads(out), max(peak, before) // 1024, tree_peak[0] // 1024
+    peak = tree_peak[1] or max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before)
+    return seconds, json.loads(out), peak // 1024, tree_peak[0] // 1024
 
 
 def _watch_tree(child: subprocess.Popen, peak: list[int]) -> None:
-    """Sample the summed RSS (KiB) of `child` and its descendants every 20 ms until it exits."""
+    """Sample the summed RSS (KiB) of `child` and its descendants, and that of `child` alone, every 20 ms
+    until it exits."""
     while child.poll() is None:
         peak[0] = max(peak[0], sum(rss_kib(pid) for pid in tree(child.pid)))
+        peak[1] = max(peak[1], rss_kib(child.pid))
         time.sleep(0.02)
 
 
@@ -97,7 +100,7 @@ def main() -> None:
         first, report, peak, tree = run_sync(vault, db)
         print(
             f"first sync:     {first:6.2f} s  {args.notes / first:7.0f} notes/s  created={report['created']} "
-            f"ids={len(report['ids_injected'])} errors={len(report['errors'])}  peak RSS {peak} MiB "
+            f"ids={len(report['ids_injected'])} errors={len(report['errors'])}  main process {peak} MiB "
             f"(all processes {tree} MiB)"
         )
         again, report, _, _ = run_sync(vault, db)

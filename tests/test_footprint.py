@@ -457,3 +457,16 @@ def test_opening_the_database_imports_neither_numpy_nor_the_sqlite_vec_package(t
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_server_imports_no_http_client_or_numpy_until_a_model_needs_them() -> None:
+    """A server without an embedding endpoint or a local model never uses httpx (with click and pygments,
+    ~1.6 MB) or numpy (~12 MB): importing the whole server must not load them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, server.app; print(sorted(m for m in ('httpx', 'numpy', 'pygments') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

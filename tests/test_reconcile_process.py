@@ -166,6 +166,18 @@ async def test_a_reader_process_that_dies_fails_its_notes_and_the_sync_still_end
     assert (report[1], report[5]) == (len(NOTES), [])
 
 
+async def test_a_reader_process_that_cannot_start_fails_its_notes_and_the_sync_still_ends(
+    vault: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(vault, NOTES)
+    monkeypatch.setattr(reader_process, "BOOT", "import sys; sys.exit(3)")  # e.g. a broken install
+    report, _ = await asyncio.wait_for(sync_with(vault, db_path, threshold=0), timeout=120)
+    assert report[5] == sorted(NOTES) and report[1] == 0
+    monkeypatch.undo()
+    report, _ = await sync_with(vault, db_path, threshold=0)
+    assert (report[1], report[5]) == (len(NOTES), [])
+
+
 async def test_the_reader_process_never_writes_to_stdout(
     vault: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

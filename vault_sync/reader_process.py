@@ -122,8 +122,11 @@ class _Worker:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
         )
-        self._send(list(sys.path))
-        self._send(setup)
+        try:
+            self._send(list(sys.path))
+            self._send(setup)
+        except OSError:  # it did not start (or died at once): the first call says so (`ReaderStopped`)
+            pass
 
     def _send(self, message: object) -> None:
         assert self._proc.stdin is not None

@@ -13,11 +13,12 @@ import asyncio
 import logging
 import math
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from server.embeddings.base import EmbeddingUnavailable
+
+if TYPE_CHECKING:  # imported where used: ~1.6 MB (with click and pygments) in every server without it
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class OpenAIEmbedder:
         return self._vectors_from(body, len(batch))
 
     async def _post_with_retries(self, payload: dict[str, Any]) -> Any:
+        import httpx
+
         client = self._client_for_use()
         problem = ""
         for attempt in range(self.retries + 1):
@@ -101,6 +104,8 @@ class OpenAIEmbedder:
         )
 
     def _client_for_use(self) -> httpx.AsyncClient:
+        import httpx
+
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=self.timeout, headers=self._headers)
         return self._client
