@@ -203,3 +203,32 @@ async def until(check, timeout: float = 10.0) -> None:  # type: ignore[no-untype
     while not check():
         assert time.monotonic() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+async def test_an_order_questions_event_searches_share_its_budget(rt: Runtime) -> None:
+    """ "Which came first, X or Y?" runs a search for the question and one per event; together they keep to
+    the question's time budget for the model, not one budget each (which made such questions the slowest)."""
+    from dataclasses import replace
+
+    from server.search import when
+    from server.search.service import DEFAULT_TUNING, run_search
+    from server.store.search_sql import NodeFilter
+
+    per_text = 0.05
+    embedder = SlowEmbedder(per_text)
+    await up(rt, embedder)
+    question = "Which came first, topic 1 or topic 2?"
+    intent = when.resolve(question, when_now())
+    assert intent is not None and intent.kind == "order" and len(intent.events) == 2
+    tuning = replace(DEFAULT_TUNING, rescore_budget=6 * per_text)
+    await run_search(rt, question, NodeFilter(), 10, False, tuning)
+    passages = [t for call in embedder.calls for t in call if t.startswith("Note ")]
+    # One budget holds 6 passages (and the one embedded first to measure the model); with a budget each, the
+    # three searches embedded 23.
+    assert 0 < len(passages) <= 7
+
+
+def when_now():  # noqa: ANN201 - a local helper
+    from datetime import datetime
+
+    return datetime.now().astimezone()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
@@ -161,6 +162,7 @@ async def run_search(
     reference: datetime | None = None,
 ) -> SearchResponse:
     """`search` with explicit tuning (the benchmark's entry point; the tool goes through `search`)."""
+    started = time.monotonic()
     intent = when.resolve(query, reference or datetime.now().astimezone()) if tuning.time_routing else None
     tokens, repeats = await _query_words(rt, query)
     names = [name for name in query_names(query) if name in tokens]
@@ -185,7 +187,9 @@ async def run_search(
     ranked = await rt.store.read(_finish, plan, gathered, semantic)
     hits = [_hit(c, row, snippet, explain) for c, row, snippet in ranked]
     if intent is not None and len(intent.events) > 1 and intent.kind in ("order", "duration"):
-        hits = await _with_every_event(rt, hits, intent.events, where, limit, explain, tuning, reference)
+        hits = await _with_every_event(
+            rt, hits, intent.events, where, limit, explain, tuning, reference, started
+        )
     return SearchResponse(hits, "hybrid" if vector is not None else "fulltext", reason)
 
 
@@ -198,14 +202,17 @@ async def _with_every_event(
     explain: bool,
     tuning: Tuning,
     reference: datetime | None,
+    started: float,
 ) -> list[SearchHit]:
     """An order or duration question ("which came first, X or Y?", "how many days between X and Y?") is
     answered from every event's note: each event is searched on its own, and its best note, when the
     question's own ranking left it out of the first places, is put right after the first result (step
-    "time: event"). The question's own ranking keeps the rest of its order."""
-    single = replace(tuning, time_routing=False)
+    "time: event"). The question's own ranking keeps the rest of its order. The event searches share what
+    is left of the question's time budget for the model (`started`: when the question's search began), so
+    the question as a whole keeps to it, not each of its three or four searches."""
     firsts: list[SearchHit] = []
     for event in events[:MAX_EVENTS]:
+        single = replace(tuning, time_routing=False, rescore_budget=_left(tuning.rescore_budget, started))
         found = (await run_search(rt, event, where, 1, explain, single, reference=reference)).results
         if found and found[0].id not in {h.id for h in firsts}:
             firsts.append(found[0])
@@ -216,6 +223,11 @@ async def _with_every_event(
         return hits
     kept = [h for h in hits if h.id not in {m.id for m in missing}]
     return (kept[:1] + missing + kept[1:])[:limit]
+
+
+def _left(budget: float | None, started: float) -> float | None:
+    """What is left of a time `budget` (None: no limit) begun at `started` (time.monotonic)."""
+    return None if budget is None else max(0.0, budget - (time.monotonic() - started))
 
 
 async def _rescore(
