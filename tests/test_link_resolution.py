@@ -85,32 +85,3 @@ async def test_a_relation_to_one_of_two_notes_of_a_name_is_written_so_it_leads_t
     assert '"[[Projects/Juniper]]"' in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
     assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Projects/Juniper.md") in live
     assert done.target_id is not None and live == await rebuilt(vault, tmp_path, 0)
-
-
-async def test_a_relation_to_a_note_whose_name_another_note_shares_names_it_by_path_and_stays_there(
-    vault: Path, db_path: Path, tmp_path: Path
-) -> None:
-    """The bare name leads to the right note today, but another note answers to it too: as soon as that one
-    is moved to a shorter path (or the target is archived) the bare link would lead there. So the link names
-    the target by its path, as Obsidian writes a link to a file whose name is not unique."""
-    from server.runtime import open_runtime
-    from server.services.relate import relate
-    from server.settings import Settings
-
-    write(vault, "Notes/Juniper.md", "---\ntype: Note\n---\nThe loose note (the shorter path).\n")
-    write(vault, "Projects/Juniper.md", "---\ntype: Project\n---\nThe project.\n")
-    write(vault, "Projects/Atlas.md", "---\ntype: Project\n---\nAnother project.\n")
-    write(vault, "Projects/Quartz.md", "---\ntype: Project\n---\nA third project.\n")
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
-        await rt.require_sync().sync_vault()
-        await relate(rt, "Atlas", "RELATED_TO", "Juniper", target_label="Note")
-        await relate(rt, "Atlas", "RELATED_TO", "Quartz", target_label="Project")  # a unique name stays bare
-        os.rename(
-            vault / "Projects/Juniper.md", vault / "Juniper.md"
-        )  # the other one now has the shortest path
-        await rt.require_sync().sync_vault()
-        live = await targets(rt.store)
-    text = (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
-    assert '"[[Notes/Juniper]]"' in text and '"[[Quartz]]"' in text
-    assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Notes/Juniper.md") in live
-    assert live == await rebuilt(vault, tmp_path, 0)

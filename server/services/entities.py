@@ -158,13 +158,9 @@ async def write_reviving(
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
-    """The node's name, or its path when another note answers to that name too (`sync_sql.link_is_unique`:
-    the bare name would lead a wikilink to the other note, or would the moment one of them is archived or
-    renamed, which the store resolves by; Obsidian writes a path for a file name that is not unique too)."""
-    if not node.path:
-        return node.name
-    leads = await rt.store.read(sync_sql.link_leads_to, node.name)
-    if leads == node.id and await rt.store.read(sync_sql.link_is_unique, node.name, node.id):
+    """The node's name, or its path when the bare name would lead a wikilink to another node (the store
+    resolves the link the way it resolves every link in the vault, so it is judged by that same rule)."""
+    if not node.path or await rt.store.read(sync_sql.link_leads_to, node.name) == node.id:
         return node.name
     return node.path[:-3] if node.path.lower().endswith(".md") else node.path
 

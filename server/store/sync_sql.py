@@ -116,21 +116,6 @@ def link_leads_to(conn: Any, target: str) -> str | None:
     return resolve_key(conn, key, stem, "")
 
 
-def link_is_unique(conn: Any, target: str, node_id: str) -> bool:
-    """Whether `[[target]]` can mean no note but `node_id`'s: no other note, live or archived, answers to that
-    name, file name or alias. Only then does a bare name stay right whatever happens to the other notes later
-    (one archived, one renamed); otherwise a link names the note by its path, as Obsidian writes a link to a
-    file whose name is not unique in the vault."""
-    key, stem = link_key(target)
-    row = conn.execute(
-        "select 1 from node_keys k cross join nodes n on n.id = k.node_id "
-        "where k.key in (?, ?) and n.id != ? and n.status != 'stub' "
-        "and (n.status != 'archived' or exists (select 1 from files f where f.node_id = n.id)) limit 1",
-        (key, stem or key, node_id),
-    ).fetchone()
-    return row is None
-
-
 def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
     """The node id a link target names; creates a stub node when nothing matches yet."""
     key, stem = link_key(target)
@@ -350,29 +335,24 @@ def _apply_one(
     # A known node's passages first: whether they changed is part of whether the note says something new (a
     # note still owing its id line is recorded under a placeholder checksum, which hides its edits).
     passages_changed = existing is not None and replace_chunks(conn, node_id, note.name, chunks)
-    same = (
-        not passages_changed
-        and existing is not None
-        and (
-            existing["label"],
-            existing["name"],
-            existing["properties"],
-            existing["path"],
-            existing["checksum"],
-            existing["status"],
-            existing["valid_to"],
-            existing["declared"],
-        )
-        == (
-            note.label,
-            note.name,
-            properties,
-            note.path,
-            state.checksum,
-            note_status(note),
-            note.valid_to,
-            note_confidence(note),
-        )
+    same = not passages_changed and existing is not None and (
+        existing["label"],
+        existing["name"],
+        existing["properties"],
+        existing["path"],
+        existing["checksum"],
+        existing["status"],
+        existing["valid_to"],
+        existing["declared"],
+    ) == (
+        note.label,
+        note.name,
+        properties,
+        note.path,
+        state.checksum,
+        note_status(note),
+        note.valid_to,
+        note_confidence(note),
     )
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited
