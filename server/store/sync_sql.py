@@ -335,25 +335,17 @@ def _apply_one(
     # A known node's passages first: whether they changed is part of whether the note says something new (a
     # note still owing its id line is recorded under a placeholder checksum, which hides its edits).
     passages_changed = existing is not None and replace_chunks(conn, node_id, note.name, chunks)
-    same = not passages_changed and existing is not None and (
-        existing["label"],
-        existing["name"],
-        existing["properties"],
-        existing["path"],
-        existing["checksum"],
-        existing["status"],
-        existing["valid_to"],
-        existing["declared"],
-    ) == (
-        note.label,
-        note.name,
-        properties,
-        note.path,
-        state.checksum,
-        note_status(note),
-        note.valid_to,
-        note_confidence(note),
-    )
+    stated = {
+        "label": note.label,
+        "name": note.name,
+        "properties": properties,
+        "path": note.path,
+        "checksum": state.checksum,
+        "status": note_status(note),
+        "valid_to": note.valid_to,
+        "declared": note_confidence(note),
+    }
+    same = not passages_changed and existing is not None and all(existing[k] == v for k, v in stated.items())
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited
     # (updated_at feeds the brief and recency) nor undo its confidence decay.
@@ -371,17 +363,12 @@ def _apply_one(
         """,
         (
             node_id,
-            note.label,
-            note.name,
-            properties,
-            note.path,
-            state.checksum,
-            note_status(note),
+            *(stated[k] for k in ("label", "name", "properties", "path", "checksum", "status")),
             now,
             now,
-            note_confidence(note),
+            stated["declared"],
             valid_from,
-            note.valid_to,
+            stated["valid_to"],
             began_at,
             same,
         ),
