@@ -470,3 +470,26 @@ def test_the_server_imports_no_http_client_or_numpy_until_a_model_needs_them() -
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def _cache(conn: Any) -> int:
+    return -conn.execute("pragma cache_size").fetchone()[0]
+
+
+async def test_a_burst_of_long_writes_gets_a_bigger_cache_until_the_writes_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = await database.Database.open(tmp_path / "graph.db", load_vec=False)
+    try:
+        sized = await db.run(_cache)
+        monkeypatch.setattr(database, "WRITE_BURST_S", 3600.0)  # an edit of a note: no burst
+        await db.transaction(lambda c: c.execute("create table t (x)"))
+        assert await db.run(_cache) == sized
+        monkeypatch.setattr(database, "WRITE_BURST_S", 0.0)  # a first sync's batch: a burst starts
+        monkeypatch.setattr(database, "BURST_IDLE_S", 3600.0)
+        await db.transaction(lambda c: c.execute("insert into t values (1)"))
+        assert await db.run(_cache) == database.WRITE_CACHE_KIB > sized
+        monkeypatch.setattr(database, "BURST_IDLE_S", 0.0)  # the writes have stopped
+        assert await db.run(_cache) == sized
+    finally:
+        await db.close()
