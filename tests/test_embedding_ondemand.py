@@ -209,6 +209,7 @@ async def test_an_order_questions_event_searches_share_its_budget(rt: Runtime) -
     """ "Which came first, X or Y?" runs a search for the question and one per event; together they keep to
     the question's time budget for the model, not one budget each (which made such questions the slowest)."""
     from dataclasses import replace
+    from datetime import datetime
 
     from server.search import when
     from server.search.service import DEFAULT_TUNING, run_search
@@ -218,7 +219,7 @@ async def test_an_order_questions_event_searches_share_its_budget(rt: Runtime) -
     embedder = SlowEmbedder(per_text)
     await up(rt, embedder)
     question = "Which came first, topic 1 or topic 2?"
-    intent = when.resolve(question, when_now())
+    intent = when.resolve(question, datetime.now().astimezone())
     assert intent is not None and intent.kind == "order" and len(intent.events) == 2
     tuning = replace(DEFAULT_TUNING, rescore_budget=6 * per_text)
     await run_search(rt, question, NodeFilter(), 10, False, tuning)
@@ -226,9 +227,3 @@ async def test_an_order_questions_event_searches_share_its_budget(rt: Runtime) -
     # One budget holds about 6 passages (7 or 8 here: the first is embedded to measure the model, and the
     # ceiling is an estimate); with a budget each, the three searches embedded 23.
     assert 0 < len(passages) <= 12
-
-
-def when_now():  # noqa: ANN201 - a local helper
-    from datetime import datetime
-
-    return datetime.now().astimezone()

@@ -44,6 +44,7 @@ from functools import cache
 from typing import Any
 
 from server.store import passages_sql
+from server.store.nodes_sql import get_meta, set_meta
 
 VEC_TABLE = "chunk_vectors"
 MMAP_BYTES = 1 << 30  # an upper bound: SQLite maps at most the file's size
@@ -93,15 +94,10 @@ def blob_values(blob: bytes) -> array[int]:
     return values
 
 
-def _meta(conn: Any, key: str) -> str | None:
-    row = conn.execute("select value from meta where key = ?", (key,)).fetchone()
-    return None if row is None else row[0]
-
-
 def vector_space(conn: Any) -> tuple[str, int] | None:
     """(model, dimensions) of the stored vectors, or None when no vector table of this version exists yet."""
-    model, dims = _meta(conn, META_MODEL), _meta(conn, META_DIMS)
-    if model is None or dims is None or _meta(conn, META_STORAGE) != STORAGE:
+    model, dims = get_meta(conn, META_MODEL), get_meta(conn, META_DIMS)
+    if model is None or dims is None or get_meta(conn, META_STORAGE) != STORAGE:
         return None
     if conn.execute("select 1 from sqlite_master where name = ?", (VEC_TABLE,)).fetchone() is None:
         return None
@@ -115,7 +111,7 @@ def ensure_vector_table(conn: Any, model: str, dimensions: int) -> bool:
     if dimensions < 1:
         raise ValueError(f"vector size must be positive, not {dimensions}")
     if vector_space(conn) == (model, dimensions):
-        if _meta(conn, META_SIGNS) != "complete":
+        if get_meta(conn, META_SIGNS) != "complete":
             fill_signs(conn)  # vectors stored by a version without signs: once, from the stored vectors
         return False
     conn.execute(f"drop table if exists {VEC_TABLE}")
@@ -129,15 +125,8 @@ def ensure_vector_table(conn: Any, model: str, dimensions: int) -> bool:
         (META_STORAGE, STORAGE),
         (META_SIGNS, "complete"),
     ):
-        _set_meta(conn, key, value)
+        set_meta(conn, key, value)
     return True
-
-
-def _set_meta(conn: Any, key: str, value: str) -> None:
-    conn.execute(
-        "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
-        (key, value),
-    )
 
 
 def map_into_memory(conn: Any) -> None:
@@ -232,7 +221,7 @@ def nearest_vectors(conn: Any, query: Sequence[float], k: int) -> list[tuple[int
     """The `k` stored vectors nearest to `query` by int8 L2 distance: (chunk_id, distance), nearest first.
     In two stages when the signs are complete and numpy is installed (see the module's docstring)."""
     blob = vector_blob(query)
-    if _meta(conn, META_SIGNS) == "complete" and (found := _two_stage(conn, blob, k)) is not None:
+    if get_meta(conn, META_SIGNS) == "complete" and (found := _two_stage(conn, blob, k)) is not None:
         return found
     return int8_scan(conn, blob, k)
 
@@ -246,7 +235,7 @@ def int8_scan(conn: Any, blob: bytes, k: int) -> list[tuple[int, float]]:
 def stored_vectors(conn: Any, model: str, chunk_ids: Sequence[int]) -> dict[int, bytes]:
     """The int8 blobs of those passages whose vector of `model` is stored (one rowid lookup each: vec0 scans
     the whole table for `rowid in (...)`)."""
-    if vector_space(conn) is None or _meta(conn, META_MODEL) != model:
+    if vector_space(conn) is None or get_meta(conn, META_MODEL) != model:
         return {}
     marks = ",".join("?" * len(chunk_ids))
     ready = [
@@ -311,7 +300,7 @@ def fill_signs(conn: Any) -> int:
     while batch := rows.fetchmany(SIGN_ROW):
         _insert_signs(conn, [(r[0], sign_bits(r[1])) for r in batch])
         count += len(batch)
-    _set_meta(conn, META_SIGNS, "complete")
+    set_meta(conn, META_SIGNS, "complete")
     return count
 
 
@@ -326,7 +315,7 @@ def _insert_signs(conn: Any, entries: Sequence[tuple[int, bytes]]) -> None:
 def _add_signs(conn: Any, stored: Sequence[tuple[int, bytes]]) -> None:
     """Record the signs of vectors just stored: a row of their own, merged with the other small rows into
     full ones once there are MAX_SMALL_ROWS of them (so a backfill in batches of 4 rewrites little)."""
-    if not stored or _meta(conn, META_SIGNS) != "complete":
+    if not stored or get_meta(conn, META_SIGNS) != "complete":
         return  # signs are not kept (being rebuilt): fill_signs will read these vectors too
     _insert_signs(conn, [(chunk_id, sign_bits(blob)) for chunk_id, blob in stored])
     small = conn.execute(f"select count(*) from {SIGNS_TABLE} where n < ?", (SIGN_ROW,)).fetchone()[0]
