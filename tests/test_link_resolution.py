@@ -85,3 +85,32 @@ async def test_a_relation_to_one_of_two_notes_of_a_name_is_written_so_it_leads_t
     assert '"[[Projects/Juniper]]"' in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
     assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Projects/Juniper.md") in live
     assert done.target_id is not None and live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_note_back_from_the_trash_after_a_graph_only_revival_takes_back_its_links(
+    vault: Path, store: GraphStore, tmp_path: Path
+) -> None:
+    """Soak seed 31337: the person trashed a note, a new note of that file name took its path links' fallback,
+    a follower's tool write made the old node current in the graph alone, and the holder restored its note.
+    The note was back, with the names and status the graph already held, so its links were never resolved
+    again: the live graph kept the new note where a rebuild gives the restored one."""
+    from server.store import memory_sql
+
+    sync = VaultSync(vault, store, RULES, settle=0)
+    write(vault, "Notes/Source.md", '---\nrelations:\n  APPLIES: ["[[Concepts/Granite]]"]\n---\nLinks.\n')
+    write(vault, "Concepts/Granite.md", "The concept.\n")
+    await sync.sync_vault()
+    (vault / ".trash").mkdir()
+    os.rename(vault / "Concepts/Granite.md", vault / ".trash/Granite.md")
+    write(vault, "Projects/Granite.md", "---\ntype: Project\n---\nA project of that file name.\n")
+    await sync.sync_vault()
+    assert ("Notes/Source.md", "APPLIES", "Granite", "Projects/Granite.md") in await targets(store)
+    old = await store.read(
+        lambda c: c.execute("select id from nodes where path = 'Concepts/Granite.md'").fetchone()[0]
+    )
+    await store.write(memory_sql.revive_in_graph, old, "2026-11-25T12:00:00Z")  # a follower's write
+    os.rename(vault / ".trash/Granite.md", vault / "Concepts/Granite.md")
+    await sync.sync_vault()
+    live = await targets(store)
+    assert ("Notes/Source.md", "APPLIES", "Granite", "Concepts/Granite.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)

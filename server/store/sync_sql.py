@@ -320,6 +320,12 @@ def _apply_one(
         "from nodes where id = ?",
         (node_id,),
     ).fetchone()
+    # The note (re)appears at this path: restored from the trash, or the first note of a node a tool made or
+    # revived in the graph alone (which changes no link). Which note a link means depends on which notes the
+    # vault holds (`_RESOLVE_SQL`), so the links using its names are resolved again, even when its names and
+    # status are what the graph already held: what a rebuild from the vault would give.
+    arrived = conn.execute("select node_id from files where path = ?", (note.path,)).fetchone()
+    arrived = arrived is None or arrived["node_id"] != node_id
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
     for row in conn.execute(
         "select id from nodes where path = ? and id != ?", (note.path, node_id)
@@ -382,7 +388,7 @@ def _apply_one(
     keys = link_keys(note.path, note.name, note.aliases)
     old_keys = node_key_set(conn, node_id)
     new_keys = {key for key, _ in keys}
-    if existing is None or old_keys != new_keys or existing["status"] != note_status(note):
+    if existing is None or arrived or old_keys != new_keys or existing["status"] != note_status(note):
         moved_names |= old_keys | new_keys
     replace_keys(conn, node_id, keys)
     absorb_stubs(conn, node_id, keys)
