@@ -114,3 +114,30 @@ async def test_a_note_back_from_the_trash_after_a_graph_only_revival_takes_back_
     live = await targets(store)
     assert ("Notes/Source.md", "APPLIES", "Granite", "Concepts/Granite.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_relation_to_a_name_another_note_shares_is_written_by_path_even_when_the_name_leads_there_now(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Soak seed 31337: `[[Juniper]]` led to the live project while a note of that name was archived; once
+    the person brought that note back, the relation the assistant made meant the other note. Like Obsidian,
+    a relation is written by name only when no other note answers to it."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Projects/Juniper.md", "---\ntype: Project\n---\nThe project.\n")
+    write(vault, "Notes/Juniper.md", "---\nstatus: archived\n---\nAn archived note of that name.\n")
+    write(vault, "Projects/Atlas.md", "---\ntype: Project\n---\nAnother project.\n")
+    write(vault, "Projects/Cedar.md", "---\ntype: Project\n---\nA project with a name of its own.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        await relate(rt, "Atlas", "RELATED_TO", "Juniper", target_label="Project")
+        await relate(rt, "Atlas", "RELATED_TO", "Cedar", target_label="Project")
+    atlas = (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+    assert '"[[Projects/Juniper]]"' in atlas
+    assert '"[[Cedar]]"' in atlas  # a name no other note has stays a name
+    archived = (vault / "Notes/Juniper.md").read_text(encoding="utf-8")
+    (vault / "Notes/Juniper.md").write_text(archived.replace("status: archived\n", ""), encoding="utf-8")
+    after = await rebuilt(vault, tmp_path, 0)
+    assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Projects/Juniper.md") in after

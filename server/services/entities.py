@@ -158,11 +158,23 @@ async def write_reviving(
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
-    """The node's name, or its path when the bare name would lead a wikilink to another node (the store
-    resolves the link the way it resolves every link in the vault, so it is judged by that same rule)."""
-    if not node.path or await rt.store.read(sync_sql.link_leads_to, node.name) == node.id:
+    """The node's name, or its path when the bare name could lead a wikilink to another note: it leads
+    elsewhere now, or another note answers to it too (`sync_sql.bare_name_is_unique`; the store resolves the
+    link the way it resolves every link in the vault, so it is judged by that same rule)."""
+    if not node.path or await rt.store.read(sync_sql.bare_name_is_unique, node.name, node.id):
         return node.name
     return node.path[:-3] if node.path.lower().endswith(".md") else node.path
+
+
+async def _linked_now(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[PlannedRelation]:
+    """The relations with their link text decided again from the graph as it is now, just before the write:
+    a relation planned by a follower (queued) or before waiting for the person's editor may meet other
+    notes of its target's name, or its target at another path."""
+    fresh: list[PlannedRelation] = []
+    for relation in relations:
+        target = await rt.store.get_node(relation.target.id) or relation.target
+        fresh.append(replace(relation, link=await _link_text(rt, target)))
+    return fresh
 
 
 def writes_notes(rt: Runtime) -> bool:
@@ -344,6 +356,7 @@ async def _update(
     same write: the tool replaces the file anyway, so the line adds no new race with the person's editor."""
     today = date.today().isoformat()
     counted: dict[str, int] = {}
+    relations = await _linked_now(rt, relations)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
@@ -382,6 +395,7 @@ async def _create(
     data = render_new_note(
         engrama_id=node_id, label=label, name=name, properties=properties, observation=observation
     )
+    relations = await _linked_now(rt, relations)
     data, added = _with_relations(data, relations)
     folder, stem = rt.profile.folder_for(label), note_filename(name)[:-3]
     for n in range(1, MAX_NAME_SUFFIX + 1):

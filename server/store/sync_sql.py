@@ -116,6 +116,24 @@ def link_leads_to(conn: Any, target: str) -> str | None:
     return resolve_key(conn, key, stem, "")
 
 
+def bare_name_is_unique(conn: Any, name: str, node_id: str) -> bool:
+    """True when `[[name]]` leads to `node_id` now and no other note answers to that name (its file name,
+    `name:` or an alias), archived ones included. Obsidian writes a link by file name only when no other
+    file has that name, for the same reason: a name several notes share means one of them only until
+    another of them is restored, un-archived or moved (the link would then lead there)."""
+    key, _ = link_key(name)
+    if resolve_key(conn, key, None, "") != node_id:
+        return False
+    return (
+        conn.execute(
+            "select 1 from node_keys k join nodes n on n.id = k.node_id "
+            "where k.key = ? and k.node_id != ? and n.path is not null limit 1",
+            (key, node_id),
+        ).fetchone()
+        is None
+    )
+
+
 def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
     """The node id a link target names; creates a stub node when nothing matches yet."""
     key, stem = link_key(target)
