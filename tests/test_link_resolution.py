@@ -141,3 +141,36 @@ async def test_a_relation_to_a_name_another_note_shares_is_written_by_path_even_
     (vault / "Notes/Juniper.md").write_text(archived.replace("status: archived\n", ""), encoding="utf-8")
     after = await rebuilt(vault, tmp_path, 0)
     assert ("Projects/Atlas.md", "RELATED_TO", "Juniper", "Projects/Juniper.md") in after
+
+
+async def test_links_follow_a_node_a_follower_revives_or_archives_in_the_graph_alone(
+    vault: Path, store: GraphStore, tmp_path: Path
+) -> None:
+    """Soak seed 31337: a follower made an archived project current in the graph alone; the holder then wrote
+    its note without `status: archived`, which said nothing the graph did not already hold, so `[[Granite]]`
+    kept meaning the other note of that file name, where a rebuild gives the project."""
+    from server.store import forget_sql, memory_sql
+
+    sync = VaultSync(vault, store, RULES, settle=0)
+    write(vault, "People/Fjord.md", '---\nrelations:\n  USES: ["[[Granite]]"]\n---\nA person.\n')
+    write(vault, "Technologies/Granite.md", "---\nname: Pylon\n---\nA technology filed as Granite.\n")
+    project = "---\ntype: Project\nstatus: archived\n---\nThe project.\n"
+    write(vault, "Projects/Granite.md", project)
+    await sync.sync_vault()
+    uses = {(t, p) for s, r, t, p in await targets(store) if r == "USES"}
+    assert uses == {("Pylon", "Technologies/Granite.md")}  # a live note outranks an archived one
+    node = await store.read(
+        lambda c: c.execute("select id from nodes where path = 'Projects/Granite.md'").fetchone()[0]
+    )
+    await store.write(memory_sql.revive_in_graph, node, "2026-11-25T12:00:00Z")  # a follower's write
+    write(vault, "Projects/Granite.md", project.replace("status: archived\n", ""))  # the holder's
+    await sync.sync_vault()
+    live = await targets(store)
+    assert ("People/Fjord.md", "USES", "Granite", "Projects/Granite.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)
+    await store.write(forget_sql.archive_in_graph, node, "2026-11-25T12:01:00Z", "forgotten")
+    write(vault, "Projects/Granite.md", project)
+    await sync.sync_vault()
+    live = await targets(store)
+    assert ("People/Fjord.md", "USES", "Pylon", "Technologies/Granite.md") in live
+    assert live == await rebuilt(vault, tmp_path, 1)

@@ -207,7 +207,9 @@ async def apply_queued_trash(rt: Runtime, change: TrashChange) -> str | None:
     """The lease holder's half of a follower's purge with delete_note: move the note to `.trash/` (when it
     still holds the purged entity) and purge whatever a sync brought back meanwhile; returns the trash path."""
     trash_path = await asyncio.to_thread(_trash_if_held, rt.vault, change)
-    await rt.store.write(forget_sql.purge_node, change.node_id, change.path if trash_path else None)
+    await rt.store.write(
+        forget_sql.purge_node, change.node_id, change.path if trash_path else None, utc_now()
+    )
     return trash_path
 
 
@@ -247,7 +249,7 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
         except FileNotFoundError:
             gone = True
     drop_file = node.path if delete_note else None
-    purged = await rt.store.write(forget_sql.purge_node, node.id, drop_file)
+    purged = await rt.store.write(forget_sql.purge_node, node.id, drop_file, utc_now())
     what = f"purged {node.name!r} from the graph with its {purged.relations} relation(s)"
     if purged.stubs:
         what += f" and {purged.stubs} placeholder(s) only it linked to"
@@ -255,7 +257,7 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
         what += f"; {purged.insights} pending insight(s) that named it were withdrawn"
     if node.path is None:
         note = "it had no note" + (
-            "; links to it still in notes bring it back when those notes are next synced"
+            "; the notes that still link to it keep it as a name (remove those links to forget it)"
             if node.status == "stub"
             else ""
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.store import history_sql, passages_sql
+from server.store.sync_sql import node_key_set, reresolve_links
 
 ARCHIVED = "archived"
 
@@ -38,12 +39,15 @@ def archive_in_graph(conn: Any, node_id: str, now: str, reason: str) -> bool:
         (ARCHIVED, json.dumps(after, ensure_ascii=False, sort_keys=True, default=str), now, node_id),
     )
     history_sql.record_changes(conn, node_id, before, after, now, source="tool", reason=reason)
+    reresolve_links(conn, node_key_set(conn, node_id), now)  # a live note of its name now outranks it
     return True
 
 
-def purge_node(conn: Any, node_id: str, drop_file: str | None) -> Purged:
+def purge_node(conn: Any, node_id: str, drop_file: str | None, now: str) -> Purged:
     """Delete the node and all that hangs off it; also the sync state of `drop_file` (its note, moved to
-    the trash) when given. Stubs left with no edge at all once it is gone are deleted too."""
+    the trash) when given. Stubs left with no edge at all once it is gone are deleted too. The links that
+    used its names are resolved again (another note of its name, or a stub, as a rebuild would give)."""
+    names = node_key_set(conn, node_id)
     (relations,) = conn.execute(
         "select count(*) from edges where (source = ? or target = ?) and valid_to is null", (node_id, node_id)
     ).fetchone()
@@ -66,6 +70,7 @@ def purge_node(conn: Any, node_id: str, drop_file: str | None) -> Purged:
         ).rowcount
     if drop_file is not None:
         conn.execute("delete from files where path = ?", (drop_file,))
+    reresolve_links(conn, names, now)
     # A suggestion about something the person asked to forget is not shown again. Decided insights stay: their
     # record is in the vault, and the entities still there are resolved by id when they are read.
     insights = conn.execute(

@@ -20,7 +20,7 @@ from server.store.nodes_sql import (
     row_to_node,
     valid_on,
 )
-from server.store.sync_sql import STUB_LABEL
+from server.store.sync_sql import STUB_LABEL, node_key_set, reresolve_links
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
 OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
@@ -71,12 +71,15 @@ def find_entity(conn: Any, label: str, name: str) -> Node | None:
 
 
 def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
-    """Make an archived or superseded node current again (graph-only writes)."""
+    """Make an archived or superseded node current again (graph-only writes). A live node outranks an
+    archived one of the same name, so the links using its names are resolved again now: its note, when the
+    holder writes it, says nothing the graph does not already hold, and no later read would notice."""
     conn.execute(
         "update nodes set status = 'active', valid_to = null, confidence = 1.0, base_confidence = null, "
         "decayed_at = null, updated_at = ? where id = ?",
         (now, node_id),
     )
+    reresolve_links(conn, node_key_set(conn, node_id), now)
 
 
 def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
@@ -190,8 +193,11 @@ def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool
         # again by a follower's write before it could see the new note. It stays, archived, as the record of
         # that note (its history, its closed relations), as every deleted note's node does.
         conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, duplicate))
+        reresolve_links(conn, node_key_set(conn, duplicate), now)
         return True
+    names = node_key_set(conn, duplicate)
     conn.execute("delete from nodes where id = ?", (duplicate,))  # its leftover edges and keys go with it
+    reresolve_links(conn, names, now)
     return True
 
 

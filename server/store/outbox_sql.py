@@ -109,7 +109,7 @@ def archive_and_queue(conn: Any, node_id: str, name: str, now: str, reason: str,
 
 def purge_and_queue(conn: Any, node_id: str, name: str, path: str, now: str) -> Purged:
     """Purge the node from the graph and queue the move of its note at `path` to the vault's trash."""
-    purged = forget_sql.purge_node(conn, node_id, None)
+    purged = forget_sql.purge_node(conn, node_id, None, now)
     enqueue(conn, TrashChange(node_id, name, path), now)
     return purged
 
