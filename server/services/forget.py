@@ -115,8 +115,8 @@ async def _archive(rt: Runtime, node: Node) -> Forgotten:
     if node.status == "stub":
         raise ServiceError(
             f"{node.name!r} has no note: it is only named by links in other notes, so there is nothing to "
-            "archive. Use mode=purge to drop it from the graph (links still in notes bring it back when "
-            "those notes are next synced)"
+            "archive. It stays a name while those notes link to it: remove the links to forget it (mode=purge "
+            "drops what tools recorded about it)"
         )
     if writes_notes(rt) and node.path:
         return await _archive_note(rt, node, node.path)
