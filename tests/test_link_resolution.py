@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from profiles.loader import load_profile
 from server.runtime import note_rules
 from server.store import GraphStore
@@ -174,3 +176,33 @@ async def test_links_follow_a_node_a_follower_revives_or_archives_in_the_graph_a
     live = await targets(store)
     assert ("People/Fjord.md", "USES", "Pylon", "Technologies/Granite.md") in live
     assert live == await rebuilt(vault, tmp_path, 1)
+
+
+async def test_a_relation_to_a_name_only_an_archived_note_of_another_type_answers_to_means_that_note(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Soak seed 31337: "Ember 6" named no entity of the wanted type, only the file of an archived note of
+    another type; relate made a placeholder and wrote `[[Ember 6]]`, a link that leads to that note in the
+    vault. The relation now means what its link means."""
+    from server.runtime import open_runtime
+    from server.services.errors import RelationNotAllowed
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Notes/Ember 6.md", "---\nname: Loose ends\nstatus: archived\n---\nAn old note.\n")
+    write(vault, "Projects/Cedar.md", "---\ntype: Project\n---\nThe project.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        with pytest.raises(RelationNotAllowed, match="Notes/Ember 6.md"):  # a Note, not the Concept wanted
+            await relate(rt, "Cedar", "APPLIES", "Ember 6", target_label="Concept")
+        done = await relate(rt, "Cedar", "RELATED_TO", "Ember 6", target_label="Concept")
+        note = await rt.store.read(
+            lambda c: c.execute("select id from nodes where path = 'Notes/Ember 6.md'").fetchone()[0]
+        )
+        stubs = await rt.store.read(
+            lambda c: c.execute("select count(*) from nodes where status = 'stub'").fetchone()[0]
+        )
+        live = await targets(rt.store)
+    assert done.target_id == note and stubs == 0
+    assert ("Projects/Cedar.md", "RELATED_TO", "Loose ends", "Notes/Ember 6.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)

@@ -20,7 +20,7 @@ from server.store.nodes_sql import (
     row_to_node,
     valid_on,
 )
-from server.store.sync_sql import STUB_LABEL, node_key_set, reresolve_links
+from server.store.sync_sql import STUB_LABEL, link_leads_to, node_key_set, reresolve_links
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
 OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
@@ -94,9 +94,23 @@ def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
     return archived or next((n for n in candidates if n.status == "stub"), None)
 
 
+def _target(conn: Any, name: str, label: str | None) -> Node | None:
+    """`_choose_target` over the nodes called `name`; when that is only a stub (or nothing), the note a
+    wikilink `[[name]]` leads to instead, if any: the relation is written as that link, so it must mean what
+    the link means in the vault (an archived note of another label, a note whose file has that name)."""
+    node = _choose_target(find_nodes(conn, name, include_archived=True), label)
+    if node is None or node.status == "stub":
+        leads = link_leads_to(conn, name)
+        if leads is not None and (node is None or leads != node.id):
+            found = _node(conn, leads)
+            if found.status != "stub":
+                return found
+    return node
+
+
 def preview_target(conn: Any, name: str, label: str | None) -> tuple[Node | None, str]:
     """The node `ensure_target` would pick (None: it would create a stub) and the label it would have."""
-    node = _choose_target(find_nodes(conn, name, include_archived=True), label)
+    node = _target(conn, name, label)
     if node is None:
         return None, label or STUB_LABEL
     return node, node.label if node.status != "stub" else (label or node.label)
@@ -107,7 +121,7 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
 
     A stub takes `label` (it is only a name until its note appears, and then the note's own type wins).
     An archived node is returned as it is: the caller makes it current again. Returns (node, created)."""
-    node = _choose_target(find_nodes(conn, name, include_archived=True), label)
+    node = _target(conn, name, label)
     if node is not None:
         if node.status == "stub" and label is not None and node.label != label:
             conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (label, now, node.id))
