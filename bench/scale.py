@@ -100,15 +100,31 @@ async def session(
                 await client.call_tool("engrama_search", {"query": query})
                 seconds.append(time.perf_counter() - started)
                 peak = max(peak, _rss_mib(pid)["server_mib"])
+                if kind == "common" and len(seconds) == 50:
+                    row["server_rss_50_searches_mib"] = _rss_mib(pid)["server_mib"]
             row[f"search_{kind}_median_ms"], row[f"search_{kind}_p95_ms"] = _ms(seconds)
         row["edit_to_searchable_median_ms"] = 1000 * statistics.median(
             [await edit_to_searchable(client, vault, i) for i in range(EDITS)]
         )
+        row["server_rss_before_reflect_mib"] = _rss_mib(pid)["server_mib"]
+        seen: list[float] = []  # the server's RSS every 10 ms in reflect: its peak, not only what it leaves
+        sampler = asyncio.create_task(_sample_rss(pid, seen))
         started = time.perf_counter()
-        await client.call_tool("engrama_reflect", {}, read_timeout_seconds=3600.0)
+        reflected = await client.call_tool("engrama_reflect", {}, read_timeout_seconds=3600.0)
         row["reflect_s"] = time.perf_counter() - started
-        row["server_rss_peak_mib"] = max(peak, _rss_mib(pid)["server_mib"])
+        sampler.cancel()
+        if reflected.is_error or not (reflected.structured_content or {}).get("created"):
+            raise SystemExit(f"engrama_reflect found nothing: {reflected.content}")
+        after = _rss_mib(pid)["server_mib"]
+        row.update(server_rss_after_reflect_mib=after, server_rss_reflect_peak_mib=max([*seen, after]))
+        row["server_rss_peak_mib"] = max(peak, *seen, after)
     return row
+
+
+async def _sample_rss(pid: int, seen: list[float]) -> None:
+    while True:
+        seen.append(_rss_mib(pid)["server_mib"])
+        await asyncio.sleep(0.01)
 
 
 async def edit_to_searchable(client: ClientSession, vault: Path, i: int) -> float:
@@ -166,6 +182,9 @@ COLUMNS = (
     ("search_rare_p95_ms", "rare p95", "{:.1f}"),
     ("edit_to_searchable_median_ms", "edit ms", "{:.0f}"),
     ("server_rss_start_mib", "RSS start", "{:.0f}"),
+    ("server_rss_50_searches_mib", "RSS 50 searches", "{:.0f}"),
+    ("server_rss_reflect_peak_mib", "RSS in reflect", "{:.0f}"),
+    ("server_rss_after_reflect_mib", "RSS after reflect", "{:.0f}"),
     ("server_rss_peak_mib", "RSS peak", "{:.0f}"),
     ("reflect_s", "reflect s", "{:.2f}"),
 )

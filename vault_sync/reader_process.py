@@ -12,7 +12,8 @@ needs a 12 MiB resource tracker process beside it; issue 15). Its stdout is poin
 anything, because stdout is the MCP wire under `engrama-vault serve`. When a worker dies, the batch being read
 fails with `ReaderStopped` and the caller reports its notes; no note is ever left half-written (every write
 is an atomic replace), and the next sync picks them up. A worker ends when its input closes: when the sync
-is done, or when its parent dies, after the batch in hand.
+is done, or when its parent dies, after the batch in hand. `Worker` is any such process (`boot(module)` runs
+that module's `main`, a `reader_worker.serve` loop): reflect reads and matches the graph in one too.
 """
 
 from __future__ import annotations
@@ -38,15 +39,30 @@ from vault_sync.readers import NoteRead, NoteRules
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# The worker's first read is the parent's sys.path, so it imports our modules from where the parent does.
-BOOT = (
-    "import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); "
-    "from vault_sync.reader_worker import main; main()"
-)
+
+
+def boot(module: str) -> str:
+    """The `python -c` program of a worker process that runs `module.main()` (a `reader_worker.serve` loop).
+
+    Its first read is the parent's sys.path, so it imports our modules from where the parent does."""
+    return (
+        f"import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); from {module} import main; main()"
+    )
+
+
+BOOT = boot("vault_sync.reader_worker")
 _read_in_worker = reader_worker.read_batch  # the call sent for each part of a batch
+STOPPED = (
+    "the note reader process stopped unexpectedly (killed, or out of memory?) before this note was synced; "
+    "the note is whole, and the next sync picks it up"
+)
 
 
-class ReaderStopped(RuntimeError):
+class WorkerStopped(RuntimeError):
+    """A worker process did not answer a call: it could not start, or it died (killed, out of memory)."""
+
+
+class ReaderStopped(WorkerStopped):
     """A worker process reading notes died (killed, out of memory); the batch it was reading is not synced."""
 
 
@@ -78,7 +94,7 @@ class ReaderProcess:
     ) -> None:
         level = logging.getLogger("vault_sync").getEffectiveLevel()
         setup = (str(root), rules, writable, level, settle)
-        self._workers = [_Worker(setup) for _ in range(workers or min(2, _usable_cpus()))]
+        self._workers = [Worker(BOOT, setup) for _ in range(workers or min(2, _usable_cpus()))]
         self.workers = len(self._workers)
 
     async def read_batch(
@@ -90,7 +106,7 @@ class ReaderProcess:
         parts = [list(paths[i : i + step]) for i in range(0, len(paths), step)]
         done = await asyncio.gather(
             *(
-                asyncio.to_thread(worker.call, _read_in_worker, part, wanted, dry_run)
+                asyncio.to_thread(_call, worker, _read_in_worker, part, wanted, dry_run)
                 for worker, part in zip(self._workers, parts, strict=False)
             ),
             return_exceptions=True,  # wait for every part, so no failure is left unretrieved
@@ -102,7 +118,7 @@ class ReaderProcess:
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(*args)` in the first worker (`fn` and `args` must pickle; `fn` by its module's name)."""
-        return await asyncio.to_thread(self._workers[0].call, fn, *args)
+        return await asyncio.to_thread(_call, self._workers[0], fn, *args)
 
     async def __aenter__(self) -> ReaderProcess:
         return self
@@ -115,18 +131,33 @@ class ReaderProcess:
         await asyncio.gather(*(asyncio.to_thread(worker.close) for worker in self._workers))
 
 
-class _Worker:
-    """One reader process and its two pipes; `call` is blocking (run it in a thread), one call at a time."""
+def _call(worker: Worker, fn: Callable[..., T], *args: Any) -> T:
+    try:
+        return worker.call(fn, *args)
+    except WorkerStopped as exc:
+        raise ReaderStopped(STOPPED) from exc
 
-    def __init__(self, setup: tuple[object, ...]) -> None:
+
+class Worker:
+    """One worker process (`python -c boot`) and its two pipes, sent `setup` first (see `reader_worker.serve`).
+
+    `call` is blocking (run it in a thread), one call at a time; `close` ends the process once its call in hand
+    is done, `kill` at once."""
+
+    def __init__(self, boot: str, setup: object) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+            [sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
         )
         try:
             self._send(list(sys.path))
             self._send(setup)
-        except OSError:  # it did not start (or died at once): the first call says so (`ReaderStopped`)
+        except OSError:  # it did not start (or died at once): the first call says so (`WorkerStopped`)
             pass
+
+    @property
+    def returncode(self) -> int | None:
+        """How the process ended (negative: the signal that killed it), None while it runs."""
+        return self._proc.poll()
 
     def _send(self, message: object) -> None:
         assert self._proc.stdin is not None
@@ -134,15 +165,13 @@ class _Worker:
         self._proc.stdin.flush()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in the process (`fn` and `args` must pickle); its exception is raised here."""
         assert self._proc.stdout is not None
         try:
             self._send((fn, args))
             ok, value = pickle.load(self._proc.stdout)
         except (EOFError, OSError, pickle.UnpicklingError) as exc:
-            raise ReaderStopped(
-                "the note reader process stopped unexpectedly (killed, or out of memory?) before this note "
-                "was synced; the note is whole, and the next sync picks it up"
-            ) from exc
+            raise WorkerStopped("the worker process stopped before it answered") from exc
         if not ok:
             raise value
         return value
@@ -153,6 +182,11 @@ class _Worker:
                 with contextlib.suppress(OSError):  # the worker is already gone
                     pipe.close()
         self._proc.wait()
+
+    def kill(self) -> None:
+        """End the process now (a call in flight then fails with `WorkerStopped`)."""
+        with contextlib.suppress(OSError):
+            self._proc.kill()
 
 
 def _usable_cpus() -> int:

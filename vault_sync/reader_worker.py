@@ -9,7 +9,8 @@ The protocol is pickles over the process's pipes: the parent writes its `sys.pat
 settings, then `(function, args)` calls; the worker answers each call with `(True, value)` or
 `(False, exception)`. Only its parent holds the other ends of the pipes, so nothing else can send it a call.
 End of input (the parent closed it, or died, even by SIGKILL) ends the worker once the call in hand is done:
-a batch being read always finishes its writes, and no worker outlives its parent.
+a batch being read always finishes its writes, and no worker outlives its parent. `serve` is that loop for
+any worker process: reflect's graph work runs in one too (`server.reflect.worker`), with its own settings.
 """
 
 from __future__ import annotations
@@ -43,7 +44,20 @@ def read_only(mapping: dict) -> MappingProxyType:
 
 
 def main() -> None:
-    """Serve calls from the parent until it closes our input."""
+    """Read notes for the parent until it closes our input."""
+    serve(_start_reader)
+
+
+def _start_reader(settings: tuple[str, bytes, bool, int, float]) -> None:
+    root, rules, writable, level, settle = settings
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    global _reader
+    _reader = NoteReader(Path(root), pickle.loads(rules), writable, settle)
+
+
+def serve(setup: Callable[[Any], None]) -> None:
+    """A worker process's loop (any worker's, see `reader_process.boot`): `setup` the settings the parent sends
+    first, then serve its calls until it closes our input."""
     answers = os.fdopen(os.dup(1), "wb")  # the answers' own descriptor: fd 1 is pointed at stderr below
     try:
         os.dup2(
@@ -54,10 +68,7 @@ def main() -> None:
             os.dup2(devnull.fileno(), 1)
     sys.stdout = sys.stderr
     calls = sys.stdin.buffer
-    root, rules, writable, level, settle = pickle.load(calls)
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    global _reader
-    _reader = NoteReader(Path(root), pickle.loads(rules), writable, settle)
+    setup(pickle.load(calls))
     while True:
         try:
             fn, args = pickle.load(calls)

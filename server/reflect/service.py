@@ -13,13 +13,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import time
 from collections.abc import Sequence
 
-from server.reflect import keys
 from server.reflect.errors import (
     InsightAlreadyDecided,
     InsightError,
@@ -28,8 +26,7 @@ from server.reflect.errors import (
     InsightWriteError,
     ReflectError,
 )
-from server.reflect.graph import build_graph
-from server.reflect.patterns import PATTERN_NAMES, run_patterns, select_patterns
+from server.reflect.patterns import PATTERN_NAMES, select_patterns
 from server.reflect.records import (
     record_approval,
     record_dismissal,
@@ -39,17 +36,17 @@ from server.reflect.records import (
 )
 from server.reflect.values import (
     EntityRef,
-    Finding,
     InsightDecision,
     InsightSummary,
     InsightView,
     ReflectResult,
 )
+from server.reflect.worker import find_insights
 from server.reflect.writeback import write_back
 from server.runtime import Runtime
 from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
-from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow, Proposal
+from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow
 from vault_sync.errors import VaultError
 from vault_sync.outbox import InsightRecord
 
@@ -79,9 +76,6 @@ log = logging.getLogger(__name__)
 
 REMEMBERS_KEY = "reflect.remembers_since_last"
 HINT_AFTER_REMEMBERS = 10
-# A big vault can match a pattern thousands of times; the person reviews insights one by one in a chat, so
-# each run keeps only the most confident new or refreshed ones per pattern (the rest wait for later runs).
-MAX_PER_PATTERN = 25
 _ACTIONS = {"approve": APPROVED, "approved": APPROVED, "dismiss": DISMISSED, "dismissed": DISMISSED}
 _WORD = re.compile(r"\w+")
 QUEUED_RECORD = (
@@ -94,46 +88,25 @@ async def reflect(rt: Runtime, patterns: Sequence[str] | None = None) -> Reflect
     """Look for patterns across the graph and keep what they find as pending insights.
 
     `patterns` names the patterns to run (all by default); unknown names raise `ReflectError`. Requested
-    patterns whose preconditions the graph does not meet are listed in `skipped_patterns`.
+    patterns whose preconditions the graph does not meet are listed in `skipped_patterns`. The graph is read
+    and matched in a child process (`worker.py`); if it dies (killed, out of memory), `ReflectError` says so
+    and nothing is written.
     """
     selected = select_patterns(patterns)
     await restore_decisions(rt)
     await record_missing_decisions(rt)
-    nodes, edges = await rt.store.read(insights_sql.snapshot)
-    now = time.time()
-    # Building the graph and matching is pure CPU work: keep it off the event loop that serves MCP requests.
-    ran, skipped, findings = await asyncio.to_thread(
-        lambda: run_patterns(build_graph(nodes, edges), selected, now)
-    )
     known = await rt.store.read(insights_sql.statuses)
-    proposals, found = _proposals(findings, known)
-    outcome = await rt.store.write(insights_sql.save_proposals, ran, proposals, found, utc_now())
+    # The graph is read, built and matched in a child process (worker.py): the server never holds it.
+    found = await find_insights(rt.store, [p.name for p in selected], time.time(), known)
+    outcome = await rt.store.write(
+        insights_sql.save_proposals, found.ran, found.proposals, found.keys, utc_now()
+    )
     await rt.store.write(insights_sql.reset_counter, REMEMBERS_KEY)
     if outcome.withdrawn:
         log.info("reflect withdrew %d pending insights whose evidence is gone", outcome.withdrawn)
     rows = await rt.store.read(insights_sql.insights_by_keys, [*outcome.created, *outcome.kept])
     rows.sort(key=lambda r: (-r.confidence, r.title, r.key))
-    return ReflectResult(len(outcome.created), [_summary(r) for r in rows], skipped)
-
-
-def _proposals(findings: Sequence[Finding], known: dict[str, str]) -> tuple[list[Proposal], set[str]]:
-    """Undecided findings as proposals (at most MAX_PER_PATTERN per pattern), and every undecided key found."""
-    best: dict[str, Proposal] = {}
-    for f in findings:
-        key = keys.insight_key(f.pattern, f.anchors)
-        if known.get(key, PENDING) != PENDING:
-            continue  # approved or dismissed: the person's decision stands
-        proposal = Proposal(key, keys.insight_id(key), f.pattern, f.title, f.body, f.confidence, f.entities)
-        if key not in best or proposal.confidence > best[key].confidence:
-            best[key] = proposal
-    ranked = sorted(best.values(), key=lambda p: (p.pattern, -p.confidence, p.title, p.key))
-    kept: list[Proposal] = []
-    per_pattern: dict[str, int] = {}
-    for p in ranked:
-        per_pattern[p.pattern] = per_pattern.get(p.pattern, 0) + 1
-        if per_pattern[p.pattern] <= MAX_PER_PATTERN:
-            kept.append(p)
-    return kept, set(best)
+    return ReflectResult(len(outcome.created), [_summary(r) for r in rows], found.skipped)
 
 
 async def surface_insights(rt: Runtime, limit: int = 5, query: str | None = None) -> list[InsightView]:
