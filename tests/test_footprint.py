@@ -196,7 +196,7 @@ async def test_a_purged_note_leaves_nothing_in_the_passage_index(tmp_path: Path)
             lambda c, p: c.execute("select id from nodes where path = ?", (p,)).fetchone()[0],
             path.relative_to(vault).as_posix(),
         )
-        await rt.store.write(forget_sql.purge_node, node, None)
+        await rt.store.write(forget_sql.purge_node, node, None, "2026-11-25T12:00:00Z")
         assert await rt.store.read(_fts_rows, '"zanzibarish"') == 0
         assert (
             await rt.store.read(lambda c: c.execute("select count(*) from note_passages").fetchone()[0]) > 0
