@@ -36,6 +36,16 @@ async def rebuilt(vault: Path, tmp_path: Path, n: int) -> set[tuple[str, str, st
         await store.close()
 
 
+async def synced(
+    sync: VaultSync, store: GraphStore, vault: Path, tmp_path: Path, n: int
+) -> set[tuple[str, str, str, str | None]]:
+    """Sync the vault; the live graph's open edges (`targets`), checked equal to a rebuild's from the vault."""
+    await sync.sync_vault()
+    live = await targets(store)
+    assert live == await rebuilt(vault, tmp_path, n)
+    return live
+
+
 def write(vault: Path, rel: str, text: str) -> None:
     (vault / rel).parent.mkdir(parents=True, exist_ok=True)
     (vault / rel).write_text(text, encoding="utf-8")
@@ -112,10 +122,8 @@ async def test_a_note_back_from_the_trash_after_a_graph_only_revival_takes_back_
     )
     await store.write(memory_sql.revive_in_graph, old, "2026-11-25T12:00:00Z")  # a follower's write
     os.rename(vault / ".trash/Granite.md", vault / "Concepts/Granite.md")
-    await sync.sync_vault()
-    live = await targets(store)
+    live = await synced(sync, store, vault, tmp_path, 0)
     assert ("Notes/Source.md", "APPLIES", "Granite", "Concepts/Granite.md") in live
-    assert live == await rebuilt(vault, tmp_path, 0)
 
 
 async def test_a_relation_to_a_name_another_note_shares_is_written_by_path_even_when_the_name_leads_there_now(
@@ -166,16 +174,12 @@ async def test_links_follow_a_node_a_follower_revives_or_archives_in_the_graph_a
     )
     await store.write(memory_sql.revive_in_graph, node, "2026-11-25T12:00:00Z")  # a follower's write
     write(vault, "Projects/Granite.md", project.replace("status: archived\n", ""))  # the holder's
-    await sync.sync_vault()
-    live = await targets(store)
+    live = await synced(sync, store, vault, tmp_path, 0)
     assert ("People/Fjord.md", "USES", "Granite", "Projects/Granite.md") in live
-    assert live == await rebuilt(vault, tmp_path, 0)
     await store.write(forget_sql.archive_in_graph, node, "2026-11-25T12:01:00Z", "forgotten")
     write(vault, "Projects/Granite.md", project)
-    await sync.sync_vault()
-    live = await targets(store)
+    live = await synced(sync, store, vault, tmp_path, 1)
     assert ("People/Fjord.md", "USES", "Pylon", "Technologies/Granite.md") in live
-    assert live == await rebuilt(vault, tmp_path, 1)
 
 
 async def test_a_relation_to_a_name_only_an_archived_note_of_another_type_answers_to_means_that_note(
