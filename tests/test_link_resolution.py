@@ -210,3 +210,32 @@ async def test_a_relation_to_a_name_only_an_archived_note_of_another_type_answer
     assert done.target_id == note and stubs == 0
     assert ("Projects/Cedar.md", "RELATED_TO", "Loose ends", "Notes/Ember 6.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_link_that_spells_out_a_notes_path_means_that_note_even_once_it_is_archived(
+    vault: Path, store: GraphStore, tmp_path: Path
+) -> None:
+    """Soak seed 20261125: `[[Raven]]` led to the vault's top-level Raven.md (its path); once that note was
+    archived, the link meant another note named Raven. A link that spells out a path means that file, as in
+    Obsidian; only a name several notes share is settled by which of them is live."""
+    sync = VaultSync(vault, store, RULES, settle=0)
+    write(
+        vault,
+        "Projects/Harbor.md",
+        '---\nrelations:\n  USES: ["[[Raven]]", "[[Projects/Kite]]"]\n---\nUses.\n',
+    )
+    write(vault, "Raven.md", "---\ntype: Technology\n---\nThe technology.\n")
+    write(vault, "People/Raven.md", "---\ntype: Person\n---\nA person of that name.\n")
+    write(vault, "Projects/Kite.md", "---\ntype: Project\n---\nA project.\n")
+    write(vault, "Kite.md", "A loose note of that file name (its path is shorter).\n")
+    live = await synced(sync, store, vault, tmp_path, 0)
+    expected = {("Raven", "Raven.md"), ("Kite", "Projects/Kite.md")}
+    assert {(t, p) for s, r, t, p in live if r == "USES"} == expected
+    for rel in ("Raven.md", "Projects/Kite.md"):
+        write(
+            vault,
+            rel,
+            (vault / rel).read_text(encoding="utf-8").replace("---\n", "---\nstatus: archived\n", 1),
+        )
+    live = await synced(sync, store, vault, tmp_path, 1)
+    assert {(t, p) for s, r, t, p in live if r == "USES"} == expected

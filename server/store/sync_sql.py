@@ -79,14 +79,17 @@ def replace_keys(conn: Any, node_id: str, keys: list[tuple[str, str]]) -> None:
 
 
 # Which node a link target means, as a function of the vault alone (so a rebuild resolves it the same way): a
-# path match beats a file-name match beats a name or alias; live notes beat notes archived in the vault
-# (`status: archived`), which beat stubs; a note deleted from the vault is no longer a target (a rebuild would
-# not know it); ties go to the shortest path, then the path, then the id.
+# link spelling out a note's path means that note, archived or not (as in Obsidian: `[[Raven]]` is the vault's
+# top-level Raven.md, `[[Projects/Raven]]` that one); otherwise live notes beat notes archived in the vault
+# (`status: archived`), which beat stubs, and a file-name match beats a name or alias; a note deleted from the
+# vault is no longer a target (a rebuild would not know it); ties go to the shortest path, then the path, then
+# the id.
 _RESOLVE_SQL = """
 select k.node_id from node_keys k cross join nodes n on n.id = k.node_id
 where k.key = ? and n.id != ?
   and (n.status != 'archived' or exists (select 1 from files f where f.node_id = n.id))
-order by case n.status when 'active' then 0 when 'archived' then 1 else 2 end,
+order by k.kind != 'path',
+         case n.status when 'active' then 0 when 'archived' then 1 else 2 end,
          case k.kind when 'path' then 0 when 'stem' then 1 when 'name' then 2 else 3 end,
          n.path is null, length(n.path), n.path, n.id
 limit 1
