@@ -341,10 +341,10 @@ def _apply_one(
         "from nodes where id = ?",
         (node_id,),
     ).fetchone()
-    # The note (re)appears at this path: restored from the trash, or the first note of a node a tool made or
-    # revived in the graph alone (which changes no link). Which note a link means depends on which notes the
-    # vault holds (`_RESOLVE_SQL`), so the links using its names are resolved again, even when its names and
-    # status are what the graph already held: what a rebuild from the vault would give.
+    # The note (re)appears at this path: restored from the trash, or the first note of a node a tool made in
+    # the graph alone. Which note a link means depends on which notes the vault holds (`_RESOLVE_SQL`), so the
+    # links using its names are resolved again, even when its names and status are what the graph already
+    # held: what a rebuild from the vault would give.
     arrived = conn.execute("select node_id from files where path = ?", (note.path,)).fetchone()
     arrived = arrived is None or arrived["node_id"] != node_id
     # Another node sitting on this path (the person replaced the file or changed its id) loses the path.
