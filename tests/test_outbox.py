@@ -8,6 +8,7 @@ holder, or by the follower itself once it takes the lease.
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -377,3 +378,22 @@ async def test_the_archived_node_of_a_deleted_note_is_kept_when_a_new_note_of_it
     )
     assert not await rt.store.write(memory_sql.fold_graph_only_node, old.id, "another", utc_now())
     assert (await rt.store.get_node(old.id)) is not None
+
+
+def test_a_relation_queued_by_an_older_version_with_its_link_text_still_decodes() -> None:
+    payload = json.dumps(
+        {
+            "node_id": "n1",
+            "label": "Project",
+            "name": "Atlas",
+            "properties": {},
+            "remove": [],
+            "observation": None,
+            "day": "2026-11-25",
+            "reason": "",
+            "relations": [["USES", "t1", "Kafka", "Technologies/Kafka"]],
+        }
+    )
+    change = decode("entity", payload)
+    assert isinstance(change, EntityChange)
+    assert [(r.rel_type, r.target_id, r.target_name) for r in change.relations] == [("USES", "t1", "Kafka")]

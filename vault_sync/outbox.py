@@ -22,12 +22,12 @@ ENTITY, ARCHIVE, TRASH, INSIGHT = "entity", "archive", "trash", "insight"
 
 @dataclass(frozen=True)
 class QueuedRelation:
-    """A relation to mirror into the source note: its type, the node it reaches, and the text of the link."""
+    """A relation to mirror into the source note: its type and the node it reaches (the holder decides the
+    link's text when it writes, from the vault as it is then)."""
 
     rel_type: str
     target_id: str
     target_name: str
-    link: str  # what goes between `[[` and `]]`
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def encode(change: Change) -> str:
             "observation": change.observation,
             "day": change.day,
             "reason": change.reason,
-            "relations": [[r.rel_type, r.target_id, r.target_name, r.link] for r in change.relations],
+            "relations": [[r.rel_type, r.target_id, r.target_name] for r in change.relations],
         }
     elif isinstance(change, ArchiveChange):
         data = {"node_id": change.node_id, "name": change.name}
@@ -124,7 +124,8 @@ def decode(kind: str, payload: str) -> Change:
                 observation=data["observation"],
                 day=data["day"],
                 reason=data["reason"],
-                relations=tuple(QueuedRelation(*r) for r in data["relations"]),
+                # Rows queued by an older version also carry the link's text: the holder decides it now.
+                relations=tuple(QueuedRelation(*r[:3]) for r in data["relations"]),
             )
         if kind == ARCHIVE:
             return ArchiveChange(data["node_id"], data["name"])

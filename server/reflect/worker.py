@@ -1,5 +1,3 @@
-# pyright: reportAttributeAccessIssue=false
-# (sqlean re-exports its names from a compiled module without type stubs, so pyright cannot see them.)
 """What reflect finds, worked out in a short-lived child process, so the server's heap never holds the graph.
 
 Reflect reads every live node and open edge, builds the graph in memory and matches the patterns over it: at
@@ -27,15 +25,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlean
-
 from server.reflect import keys
 from server.reflect.errors import ReflectError
 from server.reflect.graph import build_graph
 from server.reflect.patterns import run_patterns, select_patterns
 from server.reflect.values import Finding
 from server.store import GraphStore, insights_sql
-from server.store.database import BUSY_TIMEOUT_MS
+from server.store.database import connect_read_only
 from server.store.insights_sql import PENDING, NodeRow, Proposal
 from vault_sync.reader_process import Worker, WorkerStopped, boot
 from vault_sync.reader_worker import serve
@@ -158,15 +154,8 @@ def _start(level: int) -> None:
 
 def _find_in_file(path: str, names: list[str], now: float, known: dict[str, str]) -> Found:
     """`find` over the graph in the database file at `path`, read in one transaction by a read-only connection."""
-    conn = sqlean.connect(
-        Path(path).as_uri() + "?mode=ro",
-        uri=True,
-        isolation_level=None,
-        timeout=BUSY_TIMEOUT_MS / 1000,
-    )
+    conn = connect_read_only(Path(path))
     try:
-        conn.row_factory = sqlean.Row
-        conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
         nodes, edges = insights_sql.snapshot(conn)
     finally:
         conn.close()

@@ -54,11 +54,10 @@ class RelationSpec:
 
 @dataclass(frozen=True)
 class PlannedRelation:
-    """A checked relation whose target node exists; `link` is what goes between `[[` and `]]`."""
+    """A checked relation whose target node exists (its link's text is decided when it is written)."""
 
     rel_type: str
     target: Node
-    link: str
     revived: str | None = None  # what the target was ("archived") when planning made it current again
 
 
@@ -105,7 +104,7 @@ async def plan_relations(
         if node.status == "archived":
             node, revival = await revive_entity(rt, node, "made current again by a relation to it")
             was = revival.was if revival is not None else None
-        planned.append(PlannedRelation(rel, node, await _link_text(rt, node), was))
+        planned.append(PlannedRelation(rel, node, was))
     return planned
 
 
@@ -166,15 +165,15 @@ async def _link_text(rt: Runtime, node: Node) -> str:
     return node.path[:-3] if node.path.lower().endswith(".md") else node.path
 
 
-async def _linked_now(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[PlannedRelation]:
-    """The relations with their link text decided again from the graph as it is now, just before the write:
-    a relation planned by a follower (queued) or before waiting for the person's editor may meet other
-    notes of its target's name, or its target at another path."""
-    fresh: list[PlannedRelation] = []
+async def _links(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[tuple[str, str]]:
+    """(relation type, link text) of each relation, decided from the graph as it is just before the write: a
+    relation planned by a follower (queued) or before waiting for the person's editor may meet other notes of
+    its target's name, or its target at another path."""
+    links: list[tuple[str, str]] = []
     for relation in relations:
         target = await rt.store.get_node(relation.target.id) or relation.target
-        fresh.append(replace(relation, link=await _link_text(rt, target)))
-    return fresh
+        links.append((relation.rel_type, await _link_text(rt, target)))
+    return links
 
 
 def writes_notes(rt: Runtime) -> bool:
@@ -356,11 +355,11 @@ async def _update(
     same write: the tool replaces the file anyway, so the line adds no new race with the person's editor."""
     today = date.today().isoformat()
     counted: dict[str, int] = {}
-    relations = await _linked_now(rt, relations)
+    links = await _links(rt, relations)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
-        data, counted["added"] = _with_relations(data, relations)
+        data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
             data = identify.insert_id(data, node_id)
         return data
@@ -372,10 +371,10 @@ async def _update(
     return counted.get("added", 0)
 
 
-def _with_relations(data: bytes, relations: Sequence[PlannedRelation]) -> tuple[bytes, int]:
+def _with_relations(data: bytes, links: Sequence[tuple[str, str]]) -> tuple[bytes, int]:
     added = 0
-    for relation in relations:
-        edited = add_relation(data, relation.rel_type, relation.link)
+    for rel_type, link in links:
+        edited = add_relation(data, rel_type, link)
         added += edited != data
         data = edited
     return data, added
@@ -395,8 +394,8 @@ async def _create(
     data = render_new_note(
         engrama_id=node_id, label=label, name=name, properties=properties, observation=observation
     )
-    relations = await _linked_now(rt, relations)
-    data, added = _with_relations(data, relations)
+    links = await _links(rt, relations)
+    data, added = _with_relations(data, links)
     folder, stem = rt.profile.folder_for(label), note_filename(name)[:-3]
     for n in range(1, MAX_NAME_SUFFIX + 1):
         rel = f"{folder}/{stem}{'' if n == 1 else f' {n}'}.md"
@@ -459,7 +458,7 @@ async def _write_graph_only(
     """Write the graph; when a vault exists (another process holds its lease), queue the note write for the
     lease holder in the same transaction (the outbox, `server.services.outbox`), so it reaches the vault."""
     queue = rt.sync is not None
-    queued = [QueuedRelation(r.rel_type, r.target.id, r.target.name, r.link) for r in relations]
+    queued = [QueuedRelation(r.rel_type, r.target.id, r.target.name) for r in relations]
     node_id, created, added = await rt.store.write(
         outbox_sql.remember_and_queue,
         label,

@@ -142,7 +142,7 @@ async def _planned(rt: Runtime, relation: QueuedRelation) -> PlannedRelation:
     target = await rt.store.get_node(relation.target_id)
     if target is None:
         target, _ = await rt.store.write(memory_sql.ensure_target, relation.target_name, None, utc_now())
-    return PlannedRelation(relation.rel_type, target, relation.link)
+    return PlannedRelation(relation.rel_type, target)
 
 
 async def _append_observation(rt: Runtime, rel: str, observation: str, day: str) -> None:

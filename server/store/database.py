@@ -119,11 +119,21 @@ def _enable_wal(conn: sqlean.Connection) -> None:
             delay = min(delay * 2, 0.2)
 
 
-def _connect(path: Path) -> sqlean.Connection:
+def connect_read_only(path: Path) -> sqlean.Connection:
+    """A connection that can only read the database file at `path` (another process's, e.g. reflect's worker),
+    set up like the store's own (`_connect`)."""
+    return _connect(path, read_only=True)
+
+
+def _connect(path: Path, *, read_only: bool = False) -> sqlean.Connection:
     """A connection usable from any one thread at a time, in autocommit mode, with rows by name, waiting up to
     the busy timeout for locks, and temp tables in the (bounded) page cache."""
     conn = sqlean.connect(
-        str(path), check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+        path.resolve().as_uri() + "?mode=ro" if read_only else str(path),
+        uri=read_only,
+        check_same_thread=False,
+        isolation_level=None,
+        timeout=BUSY_TIMEOUT_MS / 1000,
     )
     conn.row_factory = sqlean.Row
     conn.execute(f"pragma busy_timeout = {BUSY_TIMEOUT_MS}")
