@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from server.store import history_sql, passages_sql
-from server.store.sync_sql import node_key_set, reresolve_links
+from server.store.sync_sql import node_key_set, reresolve_links, reresolve_node_links
 
 ARCHIVED = "archived"
 
@@ -39,7 +39,7 @@ def archive_in_graph(conn: Any, node_id: str, now: str, reason: str) -> bool:
         (ARCHIVED, json.dumps(after, ensure_ascii=False, sort_keys=True, default=str), now, node_id),
     )
     history_sql.record_changes(conn, node_id, before, after, now, source="tool", reason=reason)
-    reresolve_links(conn, node_key_set(conn, node_id), now)  # a live note of its name now outranks it
+    reresolve_node_links(conn, node_id, now)  # a live note of its name now outranks it
     return True
 
 

@@ -20,7 +20,13 @@ from server.store.nodes_sql import (
     row_to_node,
     valid_on,
 )
-from server.store.sync_sql import STUB_LABEL, link_leads_to, node_key_set, reresolve_links
+from server.store.sync_sql import (
+    STUB_LABEL,
+    link_leads_to,
+    node_key_set,
+    reresolve_links,
+    reresolve_node_links,
+)
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
 OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
@@ -79,7 +85,7 @@ def revive_in_graph(conn: Any, node_id: str, now: str) -> None:
         "decayed_at = null, updated_at = ? where id = ?",
         (now, node_id),
     )
-    reresolve_links(conn, node_key_set(conn, node_id), now)
+    reresolve_node_links(conn, node_id, now)
 
 
 def _choose_target(candidates: list[Node], label: str | None) -> Node | None:
@@ -207,7 +213,7 @@ def fold_graph_only_node(conn: Any, duplicate: str, into: str, now: str) -> bool
         # again by a follower's write before it could see the new note. It stays, archived, as the record of
         # that note (its history, its closed relations), as every deleted note's node does.
         conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, duplicate))
-        reresolve_links(conn, node_key_set(conn, duplicate), now)
+        reresolve_node_links(conn, duplicate, now)
         return True
     names = node_key_set(conn, duplicate)
     conn.execute("delete from nodes where id = ?", (duplicate,))  # its leftover edges and keys go with it

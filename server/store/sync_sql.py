@@ -158,6 +158,12 @@ def node_key_set(conn: Any, node_id: str) -> set[str]:
     return {r["key"] for r in conn.execute("select key from node_keys where node_id = ?", (node_id,))}
 
 
+def reresolve_node_links(conn: Any, node_id: str, now: str) -> None:
+    """The node stopped or started being a link target, or changed rank (archived, revived, deleted from the
+    vault): re-resolve the links that use any of its names."""
+    reresolve_links(conn, node_key_set(conn, node_id), now)
+
+
 def reresolve_links(conn: Any, keys: set[str], now: str) -> None:
     """Some nodes gained or lost these names (or stopped being targets): re-resolve the links that use them.
 
@@ -448,5 +454,5 @@ def archive_path(conn: Any, path: str, now: str) -> str | None:
     conn.execute("update nodes set status = 'archived', updated_at = ? where id = ?", (now, node_id))
     close_outgoing_edges(conn, node_id, now)
     conn.execute("delete from note_links where source = ?", (node_id,))  # the note is gone; so are its links
-    reresolve_links(conn, node_key_set(conn, node_id), now)  # a deleted note is no longer a link target
+    reresolve_node_links(conn, node_id, now)  # a deleted note is no longer a link target
     return node_id
