@@ -239,3 +239,39 @@ async def test_a_link_that_spells_out_a_notes_path_means_that_note_even_once_it_
         )
     live = await synced(sync, store, vault, tmp_path, 1)
     assert {(t, p) for s, r, t, p in live if r == "USES"} == expected
+
+
+async def test_a_relation_from_the_file_name_of_an_archived_entity_makes_that_entity_current_again(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Soak seed 8112526: a concept note named Borealis was renamed to `Delta 88.md` and archived; relating
+    "Delta 88" (a Concept) from it found no entity *called* Delta 88 and created a second Concept named
+    Borealis, beside the archived one the name answered to. The relation now revives that entity."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Concepts/Delta 88.md", "---\ntype: Concept\nname: Borealis\nstatus: archived\n---\nIdea.\n")
+    write(vault, "Projects/Ember.md", "---\ntype: Project\n---\nThe project.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        archived = await rt.store.read(
+            lambda c: c.execute("select id from nodes where path = 'Concepts/Delta 88.md'").fetchone()[0]
+        )
+        done = await relate(rt, "Delta 88", "RELATED_TO", "Ember", source_label="Concept")
+        named = await rt.store.read(
+            lambda c: c.execute(
+                "select id, status from nodes where label = 'Concept' and name = 'Borealis'"
+            ).fetchall()
+        )
+        live = await targets(rt.store)
+    assert done.source_id == archived and done.revived == ("Borealis",)
+    assert [tuple(r) for r in named] == [(archived, "active")]
+    assert sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md")) == [
+        "Concepts/Delta 88.md",
+        "Projects/Ember.md",
+    ]
+    note = (vault / "Concepts/Delta 88.md").read_text(encoding="utf-8")
+    assert "status: archived" not in note and "[[Ember]]" in note
+    assert ("Concepts/Delta 88.md", "RELATED_TO", "Ember", "Projects/Ember.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)

@@ -79,6 +79,10 @@ async def _source(rt: Runtime, name: str, label: str | None, rel: str) -> tuple[
     inferred = label or single_label(rt.profile.relations[rel].sources)
     if inferred is not None:
         node = await rt.store.read(memory_sql.find_entity, inferred, name)
+        if node is None or node.status == "stub":
+            # No entity of that label is *called* `name`, but an archived one answers to it as a link does (its
+            # file name, an alias): that is the entity meant. Creating one under its name made a second one.
+            node = next((n for n in nodes if n.status == "archived" and n.label == inferred), node)
         return inferred, node.name if node else (nodes[0].name if nodes else name), node
     node = next((n for n in nodes if n.status == "archived"), None) or next(
         (n for n in nodes if n.status == "stub"), None
