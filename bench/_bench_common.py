@@ -119,11 +119,18 @@ class Product:
 
 @asynccontextmanager
 async def open_product(
-    vault: Path, db: Path, provider: str, *, dimensions: int | None = None, backfill: bool = False
+    vault: Path,
+    db: Path,
+    provider: str,
+    *,
+    dimensions: int | None = None,
+    backfill: bool = False,
+    edits: int = 0,
 ) -> AsyncIterator[Product]:
     """The product over `vault`: synced into `db` (settle 0: ids are written at once), with the embedder
     `provider` selects through Settings attached for queries, and every passage embedded first only when
-    `backfill` is asked. Raises EmbeddingUnavailable when the embedder cannot run."""
+    `backfill` is asked. With `edits`, every note is then edited and put back that many times, each step
+    synced (`edit_and_restore`). Raises EmbeddingUnavailable when the embedder cannot run."""
     settings = Settings(
         vault=vault,
         db_path=db,
@@ -136,6 +143,7 @@ async def open_product(
         started = time.perf_counter()
         await rt.require_sync().sync_vault()
         sync_seconds = time.perf_counter() - started
+        await edit_and_restore(rt, vault, edits)
         embedded, embed_seconds = 0, 0.0
         embedder = configured_embedder(settings)
         try:
@@ -150,6 +158,21 @@ async def open_product(
         finally:
             if embedder is not None:
                 await embedder.aclose()
+
+
+async def edit_and_restore(rt: Runtime, vault: Path, rounds: int) -> None:
+    """A vault in use: `rounds` times, a line is added to every note and taken away again, each step synced as
+    the watcher would. The notes end as they began, so any change in the answers comes from the index's
+    history, which should leave none (the indexes' statistics must not drift as notes are edited)."""
+    notes = sorted(vault.rglob("*.md"))
+    texts = {path: path.read_text(encoding="utf-8") for path in notes}  # with the ids the first sync wrote
+    for n in range(rounds):
+        for path, text in texts.items():
+            path.write_text(f"{text.rstrip()}\nEdited, round {n}.\n", encoding="utf-8")
+        await rt.require_sync().sync_vault()
+        for path, text in texts.items():
+            path.write_text(text, encoding="utf-8")
+        await rt.require_sync().sync_vault()
 
 
 @dataclass(frozen=True)
@@ -340,6 +363,13 @@ def bench_parser(description: str, data: Path, backfill_help: str) -> argparse.A
         help="let the model re-score all its passages whatever the time (quality apart from this machine's load)",
     )
     parser.add_argument("--dimensions", type=int, help="vector size, when the local model offers several")
+    parser.add_argument(
+        "--edits",
+        type=int,
+        default=0,
+        metavar="K",
+        help="a vault in use: every note edited and put back K times (each step synced) before the questions",
+    )
     parser.add_argument("--data", type=Path, default=data)
     parser.add_argument("--out", type=Path, help="write per-question results to this JSON file")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two saved runs")

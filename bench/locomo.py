@@ -175,7 +175,12 @@ async def run(args: argparse.Namespace) -> None:
                 continue
             try:
                 async with open_product(
-                    root, Path(tmp) / "graph.db", provider, dimensions=args.dimensions, backfill=args.backfill
+                    root,
+                    Path(tmp) / "graph.db",
+                    provider,
+                    dimensions=args.dimensions,
+                    backfill=args.backfill,
+                    edits=args.edits,
                 ) as product:
                     tunings: dict[str, Tuning | None] = {provider: unbudgeted() if args.no_budget else None}
                     if args.ablation and provider == "none":

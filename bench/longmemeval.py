@@ -205,11 +205,17 @@ class Runner:
     """Runs the rows over one question at a time; a row whose embedder fails is dropped with its reason."""
 
     def __init__(
-        self, providers: list[str], dimensions: int | None, backfill: bool, tuning: Tuning | None
+        self,
+        providers: list[str],
+        dimensions: int | None,
+        backfill: bool,
+        tuning: Tuning | None,
+        edits: int = 0,
     ) -> None:
         self.providers = providers
         self.dimensions = dimensions
         self.backfill = backfill
+        self.edits = edits
         self.tuning = tuning
         self.rows: dict[str, list[Outcome]] = {p: [] for p in providers} | {BASELINE: []}
         self.modes: dict[str, set[str]] = {p: set() for p in providers}
@@ -227,6 +233,7 @@ class Runner:
                     provider,
                     dimensions=self.dimensions,
                     backfill=self.backfill,
+                    edits=self.edits,
                 ) as product:
                     answer = await ask(
                         product,
@@ -276,7 +283,11 @@ async def run(args: argparse.Namespace) -> None:
         pool = load(args.data)
         questions = [padded(q, pool, args.pad) for q in questions]
     runner = Runner(
-        providers_for(args.embedder), args.dimensions, args.backfill, unbudgeted() if args.no_budget else None
+        providers_for(args.embedder),
+        args.dimensions,
+        args.backfill,
+        unbudgeted() if args.no_budget else None,
+        args.edits,
     )
     with tempfile.TemporaryDirectory(prefix="engrama-lme-") as tmp:
         for i, question in enumerate(questions, 1):

@@ -167,6 +167,7 @@ async def _check(
     record.judge("tool writes reach the vault", check.writes_reached_vault(writes, person, vault))
     record.judge("every live note findable at its path", await check.findable(survivors[0], notes))
     record.judge("integrity_check ok", check.integrity(db))
+    record.judge("the full-text indexes hold exactly the stored texts", check.indexes_exact(db))
     record.judge("no temp files", check.temp_files(vault))
     for server in survivors:
         await server.close()
@@ -182,6 +183,9 @@ async def _check(
     record.judge("a node for every note after a rebuild", check.nodes_match_notes(rebuilt, after))
     record.judge("the rebuild gives the same graph", check.compare_rebuild(db, rebuilt, after))
     record.judge("integrity_check ok after a rebuild", check.integrity(rebuilt))
+    record.judge(
+        "the rebuild's full-text indexes hold exactly its stored texts", check.indexes_exact(rebuilt)
+    )
     record.judge(
         "relations the assistants made survive a rebuild",
         check.relations_made_kept(related, person, db, rebuilt, after),

@@ -62,6 +62,78 @@ def integrity(db: Path) -> list[str]:
     return [] if found == [("ok",)] else [f"{db.name}: {found[:5]}"]
 
 
+_TOKENIZE = "tokenize = 'porter unicode61 remove_diacritics 2'"
+_INDEXES = {"notes_fts": "name, body", "chunks_fts": "title, heading, text"}
+
+
+def indexes_exact(db: Path) -> list[str]:
+    """The full-text indexes hold exactly what the stored texts give: both rebuilt in memory from the stored
+    passages (`server.store.passages_sql`: a passage's title, heading and text; a note's name and `note_text`)
+    have the same words in the same rows, the same row lengths and the same totals bm25 reads. A row taken out
+    with other words than it went in with, or a deleted row still counted, breaks it (`contentless_delete` did:
+    every edit of a note counted it once more)."""
+    import sqlean
+
+    from server.store import passages_sql
+
+    conn = sqlean.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        conn.execute("attach database ':memory:' as fresh")
+        for table, columns in _INDEXES.items():
+            conn.execute(
+                f"create virtual table fresh.{table} using fts5({columns}, content = '', {_TOKENIZE})"
+            )
+        notes = conn.execute(
+            "select doc, node_id, name from main.note_docs where name is not null"
+        ).fetchall()
+        bodies = passages_sql.stored_note_texts(conn, [node_id for _, node_id, _ in notes])
+        conn.executemany(
+            "insert into fresh.notes_fts (rowid, name, body) values (?, ?, ?)",
+            [(doc, name, bodies[node_id]) for doc, node_id, name in notes],
+        )
+        chunks = conn.execute("select id, node_id, ordinal, title, heading from main.chunks").fetchall()
+        texts = passages_sql.passages_by_note(conn, sorted({row[1] for row in chunks}))
+        conn.executemany(
+            "insert into fresh.chunks_fts (rowid, title, heading, text) values (?, ?, ?, ?)",
+            [(i, title, heading, texts.get(node, {}).get(o, "")) for i, node, o, title, heading in chunks],
+        )
+        problems = []
+        for table in _INDEXES:
+            for schema in ("main", "fresh"):
+                conn.execute(
+                    f"create virtual table temp.{schema}_{table}_words using fts5vocab({schema}, {table}, 'instance')"
+                )
+            differ = (
+                conn.execute(
+                    f"select count(*) from (select * from temp.main_{table}_words except "
+                    f"select * from temp.fresh_{table}_words)"
+                ).fetchone()[0]
+                + conn.execute(
+                    f"select count(*) from (select * from temp.fresh_{table}_words except "
+                    f"select * from temp.main_{table}_words)"
+                ).fetchone()[0]
+            )
+            if differ:
+                problems.append(f"{table}: {differ} word positions differ from the stored texts'")
+            sizes = [
+                conn.execute(f"select id, sz from {schema}.{table}_docsize order by id").fetchall()
+                for schema in ("main", "fresh")
+            ]
+            if sizes[0] != sizes[1]:
+                problems.append(
+                    f"{table}: row lengths differ ({len(sizes[0])} rows, {len(sizes[1])} expected)"
+                )
+            totals = [
+                conn.execute(f"select block from {schema}.{table}_data where id = 1").fetchone()
+                for schema in ("main", "fresh")
+            ]
+            if totals[0] != totals[1]:
+                problems.append(f"{table}: bm25's totals (row count, lengths) differ from the rows'")
+        return problems
+    finally:
+        conn.close()
+
+
 def one_id_per_note(notes: dict[str, str]) -> list[str]:
     problems, owners = [], defaultdict(list)
     for path, text in notes.items():

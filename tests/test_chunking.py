@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vault_sync.chunking import chunk_body
+from vault_sync.chunking import chunk_body, repeated_prefix
 from vault_sync.model import Chunk
 
 
@@ -161,3 +161,49 @@ def test_every_line_lands_in_a_chunk_under_its_heading_and_the_cap_holds(
             continue
         if block.strip() and len(block) <= max_chars:
             assert any(block in c.text and c.heading.endswith(heading) for c in chunks), block
+
+
+# Lines that never repeat each other (each starts with its own number), in sections, some long enough to be cut
+# into sentences: the whole-note index relies on what each passage adds to the one before.
+_sentence = st.lists(_word, min_size=1, max_size=12).map(lambda ws: " ".join(ws) + ".")
+_part = st.one_of(
+    st.tuples(st.integers(1, 3), _word).map(lambda t: "#" * t[0] + " " + t[1]),  # a heading
+    st.lists(_sentence, min_size=1, max_size=30),  # a line of sentences (prose when long)
+)
+
+
+def _numbered(parts: list[str | list[str]]) -> str:
+    """The body: each sentence begins with its own number, so no line or sentence repeats another."""
+    lines = []
+    for i, part in enumerate(parts):
+        lines.append(part if isinstance(part, str) else " ".join(f"S{i}.{j} {s}" for j, s in enumerate(part)))
+    return "\n".join(lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_part, max_size=30), st.integers(40, 400), st.integers(0, 200), st.integers(1, 5))
+def test_what_each_passage_adds_is_every_word_of_the_body_once(parts, max_chars, overlap, max_lines):
+    body = _numbered(parts)
+    chunks = chunk_body(body, max_chars=max_chars, overlap=overlap, max_lines=max_lines)
+    added = " ".join(c.text[c.repeats :] for c in chunks)
+    assert added.split() == " ".join(line for line in body.splitlines() if not line.startswith("#")).split()
+    assert all(0 <= c.repeats <= len(c.text) for c in chunks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_part, max_size=30), st.integers(40, 400), st.integers(0, 200), st.integers(1, 5))
+def test_what_a_passage_repeats_is_recovered_from_the_texts_alone(parts, max_chars, overlap, max_lines):
+    # Passages stored before `repeats` was recorded get it back this way (migration 10).
+    chunks = chunk_body(_numbered(parts), max_chars=max_chars, overlap=overlap, max_lines=max_lines)
+    for before, chunk in zip(chunks, chunks[1:], strict=False):
+        if before.heading == chunk.heading:
+            assert repeated_prefix(before.text, chunk.text) == chunk.repeats, (before.text, chunk.text)
+
+
+def test_a_chat_log_passage_repeats_the_turns_the_one_before_ended_with():
+    body = "\n".join(f"Ann: turn {i} about the plan" for i in range(12))
+    chunks = chunk_body(body, max_chars=120, overlap=60, max_lines=4)
+    assert [c.repeats for c in chunks][0] == 0 and all(c.repeats > 0 for c in chunks[1:])
+    second = chunks[1]
+    assert chunks[0].text.endswith(second.text[: second.repeats - 1])
+    assert second.text[second.repeats - 1] == "\n"

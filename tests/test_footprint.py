@@ -119,8 +119,9 @@ def _integrity(conn: Any) -> str:
 
 
 async def test_edits_leave_bm25_as_a_fresh_index_of_the_same_notes_would_give(tmp_path: Path) -> None:
-    # A passage leaves the index with its text, so row counts and lengths stay exact however often notes change
-    # (a `contentless_delete` index keeps counting what was deleted, and its scores drift with every edit).
+    # A passage, and a note's whole-note row, leave their index with their words, so row counts and lengths stay
+    # exact however often notes change (a `contentless_delete` index keeps counting what was deleted, and its
+    # scores drift with every edit: the whole-note index did until migration 10).
     vault, edited, fresh = tmp_path / "vault", tmp_path / "edited.db", tmp_path / "fresh.db"
     paths = generate_vault(vault, 30, seed=6, mode="small-vocab")
     await _sync(vault, edited)
@@ -134,18 +135,21 @@ async def test_edits_leave_bm25_as_a_fresh_index_of_the_same_notes_would_give(tm
     await _sync(vault, fresh)
     queries = [q for q in _queries(vault) if q.strip()]
 
-    async def scores(db: Path) -> list[list[tuple[str, int, float]]]:
+    async def scores(db: Path) -> tuple[list[list[tuple[str, int, float]]], list[list[tuple[str, float]]]]:
         async with open_runtime(_settings(vault, db)) as rt:
-            found = []
+            found, notes = [], []
+            paths = await rt.store.read(_paths)
             for query in queries:
                 match = " OR ".join(f'"{w}"' for w in query.split())
                 hits = await rt.store.read(search_sql.passage_hits, match, 50, NodeFilter())
-                paths = await rt.store.read(_paths)
                 found.append([(paths[h.node_id], h.ordinal, round(h.score, 9)) for h in hits])
-            return found
+                rows = await rt.store.read(search_sql.note_hits, match, 30, NodeFilter())
+                notes.append(sorted((paths[n], round(score, 9)) for n, score in rows))
+            return found, notes
 
-    after_edits, rebuilt = await scores(edited), await scores(fresh)
-    assert any(after_edits)
+    (after_edits, notes_edited), (rebuilt, notes_rebuilt) = await scores(edited), await scores(fresh)
+    assert any(after_edits) and any(notes_edited)
+    assert notes_edited == notes_rebuilt
     for one, other in zip(after_edits, rebuilt, strict=True):
         # Equal scores may come in another order (edited passages have newer ids): compare scores, and each
         # passage's score where both lists hold it.
@@ -155,8 +159,8 @@ async def test_edits_leave_bm25_as_a_fresh_index_of_the_same_notes_would_give(tm
 
 
 async def test_a_note_read_again_unchanged_is_not_counted_twice_by_whole_note_bm25(tmp_path: Path) -> None:
-    # The whole-note index is contentless_delete: re-indexing a note counts it again in bm25's totals. Notes
-    # whose words did not change (an id written into them, a frontmatter edit) are therefore left as they are.
+    # Notes whose words did not change (an id written into them, a frontmatter edit) keep their whole-note row:
+    # re-indexing them would cost a first sync time for nothing.
     vault, edited, fresh = tmp_path / "vault", tmp_path / "edited.db", tmp_path / "fresh.db"
     paths = generate_vault(vault, 30, seed=7, mode="small-vocab")
     await _sync(vault, edited)
@@ -222,10 +226,16 @@ def _fts_rows(conn: Any, match: str) -> int:
 # --- upgrading a database made before migration 9 ----------------------------------------------------------
 
 
-def _make_m007_copy(fresh: Path, old: Path) -> None:
+def _raw_body(path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    return text.split("\n---\n", 1)[1] if text.startswith("---\n") else text
+
+
+def _make_m007_copy(vault: Path, fresh: Path, old: Path) -> None:
     """A database as the code before migration 9 left it, with the same graph and passages as `fresh`:
     the migrations up to 7 run on an empty file, the graph is copied over, each passage's text goes back into
-    `chunks.text` with its external-content index rebuilt, and the whole-note index is copied as it is."""
+    `chunks.text` with its external-content index rebuilt, and the whole-note rows are indexed from the notes'
+    raw bodies, as that code did."""
     conn = sqlean.connect(str(old), isolation_level=None)
     passages_sql.register_functions(conn)
     original = migrations.MIGRATIONS
@@ -253,9 +263,15 @@ def _make_m007_copy(fresh: Path, old: Path) -> None:
         [(r[0], r[1], r[2], r[3], r[4], packed[r[1]][r[2]]) for r in rows],
     )
     conn.execute("insert into main.chunks_fts (chunks_fts) values ('rebuild')")
-    for shadow in ("data", "idx", "docsize", "config"):
-        conn.execute(f"delete from main.notes_fts_{shadow}")
-        conn.execute(f"insert into main.notes_fts_{shadow} select * from fresh.notes_fts_{shadow}")
+    conn.executemany(
+        "insert into main.notes_fts (rowid, name, body) values (?, ?, ?)",
+        [
+            (doc, name, _raw_body(vault / path))
+            for doc, name, path in conn.execute(
+                "select d.doc, n.name, n.path from main.note_docs d join main.nodes n on n.id = d.node_id"
+            ).fetchall()
+        ],
+    )
     conn.execute("delete from main.sqlite_sequence")
     conn.execute("insert into main.sqlite_sequence select * from fresh.sqlite_sequence")
     # As if the newest passages had been deleted since: ids up to here were given out and must stay unused.
@@ -287,7 +303,7 @@ async def test_a_database_made_before_migration_9_upgrades_in_place_and_searches
     vault, fresh, old = tmp_path / "vault", tmp_path / "fresh.db", tmp_path / "old.db"
     generate_vault(vault, 80, seed=2, mode="small-vocab")
     await _sync(vault, fresh)
-    _make_m007_copy(fresh, old)
+    _make_m007_copy(vault, fresh, old)
     conn = sqlean.connect(str(old))
     assert conn.execute("select max(number) from schema_migrations").fetchone()[0] == 7
     assert "text" in [r[1] for r in conn.execute("pragma table_info(chunks)")]

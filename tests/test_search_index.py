@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import sqlean
 
-from server.store import migrations, search_sql
+from server.store import forget_sql, migrations, search_sql, sync_sql
 from server.store.database import connect_sync
+from vault_sync.model import Chunk, FileState, ParsedNote
 
 
 def note_rows(conn, word: str) -> list[str]:
@@ -41,28 +42,38 @@ def test_a_database_from_before_the_note_rows_is_backfilled(tmp_path: Path, monk
     assert note_rows(conn, "garden") == ["n1"]  # the name is indexed too
 
 
+def _apply(conn, node_id: str, name: str, texts: list[str], checksum: str) -> None:
+    """One note synced as the vault's sync applies it (its passages stored, its rows indexed)."""
+    note = ParsedNote(
+        path=f"{name}.md", engrama_id=node_id, label="Note", name=name, aliases=(), links=(), body=""
+    )
+    chunks = [Chunk(i, "", text) for i, text in enumerate(texts)]
+    sync_sql.apply_note(conn, note, node_id, chunks, FileState(note.path, 1, 1, checksum, node_id), "x")
+
+
+def index_words(conn, word: str) -> int:
+    """Rows of the whole-note index holding `word`, whether or not a node still has them."""
+    return conn.execute("select count(*) from notes_fts where notes_fts match ?", (f'"{word}"',)).fetchone()[
+        0
+    ]
+
+
 def test_reindexing_a_note_replaces_its_row(tmp_path: Path) -> None:
     conn, _ = connect_sync(tmp_path / "g.db", load_vec=False)
-    for node in ("a", "b"):
-        conn.execute(
-            "insert into nodes (id, label, name, created_at, updated_at) values (?, 'Note', ?, 'x', 'x')",
-            (node, node.upper()),
-        )
-    search_sql.index_note_docs(conn, [("a", "A", "old words here"), ("b", "B", "old words too")])
-    search_sql.index_note_docs(conn, [("a", "A", "new text")])
-    assert note_rows(conn, "old") == ["b"]
+    _apply(conn, "a", "A", ["old words here"], "1")
+    _apply(conn, "b", "B", ["old words too"], "1")
+    _apply(conn, "a", "A", ["new text"], "2")
+    assert note_rows(conn, "old") == ["b"] and index_words(conn, "old") == 1
     assert note_rows(conn, "new") == ["a"]
 
 
-def test_deleting_a_node_deletes_its_row(tmp_path: Path) -> None:
+def test_purging_a_node_takes_its_row_out_of_the_index(tmp_path: Path) -> None:
     conn, _ = connect_sync(tmp_path / "g.db", load_vec=False)
-    conn.execute(
-        "insert into nodes (id, label, name, created_at, updated_at) values ('a', 'Note', 'A', 'x', 'x')"
-    )
-    search_sql.index_note_docs(conn, [("a", "A", "ephemeral")])
-    conn.execute("delete from nodes where id = 'a'")
-    assert note_rows(conn, "ephemeral") == []
-    assert conn.execute("select count(*) from note_docs").fetchone()[0] == 0
+    _apply(conn, "a", "A", ["ephemeral words"], "1")
+    _apply(conn, "b", "B", ["lasting words"], "1")
+    forget_sql.purge_node(conn, "a", "A.md", "y")
+    assert index_words(conn, "ephemeral") == 0 and index_words(conn, "words") == 1
+    assert conn.execute("select count(*) from note_docs").fetchone()[0] == 1
 
 
 @pytest.mark.parametrize(

@@ -76,8 +76,8 @@ def chunk_body(
     chunks: list[Chunk] = []
     for heading, lines in _sections(body):
         units = _units(lines, max_chars)
-        for text in _windows(units, max_chars, overlap, max_lines, min_chars):
-            chunks.append(Chunk(ordinal=len(chunks), heading=heading, text=text))
+        for text, repeats in _windows(units, max_chars, overlap, max_lines, min_chars):
+            chunks.append(Chunk(ordinal=len(chunks), heading=heading, text=text, repeats=repeats))
     return chunks
 
 
@@ -177,10 +177,13 @@ def _split_long(text: str, max_chars: int) -> list[str]:
     return pieces
 
 
-def _windows(units: list[_Unit], max_chars: int, overlap: int, max_lines: int, min_chars: int) -> list[str]:
-    """Pack units into windows and slide forward, repeating trailing units up to `overlap` characters."""
-    windows: list[str] = []
-    start = 0
+def _windows(
+    units: list[_Unit], max_chars: int, overlap: int, max_lines: int, min_chars: int
+) -> list[tuple[str, int]]:
+    """Pack units into windows and slide forward, repeating trailing units up to `overlap` characters.
+    Returns (text, repeats) per window: `text[repeats:]` is what the window adds to the one before."""
+    windows: list[tuple[str, int]] = []
+    start, before = 0, 0  # `before`: where the previous window ended (its units repeat up to there)
     while start < len(units):
         end, size, lines = start, 0, 0
         while end < len(units):
@@ -189,11 +192,40 @@ def _windows(units: list[_Unit], max_chars: int, overlap: int, max_lines: int, m
             if end > start and (grown > max_chars or (lines + unit.lines > max_lines and size >= min_chars)):
                 break
             end, size, lines = end + 1, grown, lines + unit.lines
-        windows.append(_join(units[start:end]))
+        text = _join(units[start:end])
+        windows.append((text, _repeated(units, start, end, before, text)))
         if end == len(units):
             break
-        start = _next_start(units, start, end, overlap)
+        start, before = _next_start(units, start, end, overlap), end
     return windows
+
+
+def _repeated(units: list[_Unit], start: int, end: int, before: int, text: str) -> int:
+    """How many characters at the start of `text` (the window units[start:end]) the previous window, which
+    ended at unit `before`, already held: its repeated units and the separator after them."""
+    if before <= start:
+        return 0
+    if before >= end:
+        return len(text)  # nothing new (a unit too long to join the repeated ones came next)
+    return len(_join(units[start:before])) + 1
+
+
+def repeated_prefix(previous: str, text: str) -> int:
+    """`Chunk.repeats` of `text` recovered from the texts alone, for passages stored before it was recorded: the
+    longest end of `previous` that starts after a line or sentence break, that `text` begins with, and that
+    `text` continues past with a break (or is all of `text`). Equal to what `chunk_body` records, except where
+    a note repeats itself word for word across the break (`tests/test_chunking.py`)."""
+    first = max(1, len(previous) - len(text))
+    for start in range(first, len(previous)):
+        if previous[start - 1] not in "\n ":
+            continue
+        size = len(previous) - start
+        if text.startswith(previous[start:]):
+            if size == len(text):
+                return size
+            if text[size] in "\n ":
+                return size + 1
+    return 0
 
 
 def _join(units: list[_Unit]) -> str:

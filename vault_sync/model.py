@@ -33,6 +33,10 @@ class Chunk:
     ordinal: int
     heading: str  # the heading path the passage sits under ("" before the first heading)
     text: str  # passage text, without the note-level context line
+    # How many characters at the start of `text` repeat the end of the previous passage (windows overlap),
+    # with the separator after them: `text[repeats:]` is what this passage adds. The whole-note index holds
+    # each line once (`server.store.passages_sql.note_text`).
+    repeats: int = 0
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import sqlean
@@ -354,6 +355,25 @@ M009_PASSAGES_ONCE = """
         end;
 """
 
+# The whole-note index taken out of the `contentless_delete` mode (issue 13/15: rankings drifted with use). That
+# mode drops a deleted row's tokens from the index but never from bm25's totals, so every edit of a note counted
+# it once more in the row count and the average length, and whole-note scores drifted as the vault was used
+# (`python bench/locomo.py --edits 10`: R@5 0.882 -> 0.874). Now the index is plainly contentless, and a row holds
+# what the note's stored passages say (`passages_sql.note_text`), so it leaves the index through 'delete' with
+# exactly its words, as passages do since migration 9. `note_docs.name` is the name the row was indexed with
+# (null: no row). `chunks.repeats` is how much of a passage repeats the one before (`vault_sync.chunking`);
+# `fill_note_rows` recovers it for the passages stored before and fills the rows.
+M010_NOTE_ROWS_EXACT = """
+        drop trigger note_docs_ad;
+        drop table notes_fts;
+        create virtual table notes_fts using fts5(
+            name, body,
+            content = '',
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        );
+        alter table note_docs add column name text;
+        alter table chunks add column repeats integer not null default 0;
+"""
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -364,7 +384,10 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (7, "m007_note_links", M007_NOTE_LINKS),
     (8, "m008_brief", M008_BRIEF),
     (9, "m009_passages_once", M009_PASSAGES_ONCE),
+    (10, "m010_note_rows_exact", M010_NOTE_ROWS_EXACT),
 )
+# Steps in Python, run after a migration's statements in the same transaction.
+STEPS: dict[int, Callable[[Any], None]] = {10: passages_sql.fill_note_rows}
 
 
 def split_statements(script: str) -> list[str]:
@@ -401,6 +424,8 @@ def apply_migrations(conn: Any) -> int:
             if conn.execute("select 1 from schema_migrations where number = ?", (number,)).fetchone() is None:
                 for statement in split_statements(script):
                     conn.execute(statement)
+                if (step := STEPS.get(number)) is not None:
+                    step(conn)
                 conn.execute(
                     "insert into schema_migrations values (?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
                     (number, name),

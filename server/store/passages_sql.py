@@ -20,6 +20,14 @@ the database was 3.7x the vault). Now:
   table drops the row but never its tokens from the totals (row count and average length grow with every
   edit; measured on SQLite 3.50), so rankings would drift as notes are edited. bm25 reads only the index, so
   search ranks exactly as it did over the external-content table.
+- `notes_fts`, the whole-note index (one row per note: name, body), is contentless too, and holds for a note
+  what its stored passages say: each passage's text less the lines it repeats from the one before, under
+  its headings (`note_text`). So a note's row leaves the index the same way, through 'delete' with the text
+  rebuilt from what is stored (`unindex_notes`), and bm25's statistics stay exact here too. Until
+  migration 10 it was `contentless_delete` over the raw body: every edit counted the note once more in the
+  row count and total length, and whole-note rankings drifted as a vault was used (`bench/locomo.py
+  --edits`). The rule that keeps it exact: a note's row is taken out *before* its stored passages change
+  (`sync_sql.replace_chunks`, `drop_passages`); `note_docs.name` is null while a note has no row.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import sqlean
+
+from vault_sync.chunking import HEADING_SEPARATOR, repeated_prefix
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +161,9 @@ def unindex_passages(conn: Any, passages: Sequence[tuple[int, str, str, str | No
 
 
 def drop_passages(conn: Any, node_id: str) -> None:
-    """Remove a node's passages: their index rows, their `chunks` rows and their stored texts (a purge)."""
+    """Remove a node's passages: their index rows, their `chunks` rows and their stored texts, and the node's
+    whole-note row (a purge)."""
+    unindex_notes(conn, [node_id])
     rows = conn.execute(
         "select id, ordinal, title, heading from chunks where node_id = ?", (node_id,)
     ).fetchall()
@@ -182,3 +194,100 @@ def index_staged(conn: Any) -> None:
         "order by s.id"
     )
     conn.execute("delete from temp.passage_stage")
+
+
+# --- the whole-note rows (`notes_fts`) ------------------------------------------------------------------------
+
+
+def note_text(passages: Iterable[tuple[str, str, int]]) -> str:
+    """The body a note's whole-note row holds, from its passages (heading path, text, repeats) in order: each
+    heading once where its section begins, and what each passage adds to the one before (`Chunk.repeats`),
+    so every line of the note counts once, as in the note itself. A pure function of what is stored, so the
+    row can be taken out of the contentless index with exactly the words it went in with."""
+    parts: list[str] = []
+    previous: list[str] = []
+    for heading, text, repeats in passages:
+        path = heading.split(HEADING_SEPARATOR) if heading else []
+        if path != previous:
+            shared = 0
+            while shared < min(len(path), len(previous)) and path[shared] == previous[shared]:
+                shared += 1
+            parts.extend(path[shared:])
+            previous = path
+        if added := text[repeats:]:
+            parts.append(added)
+    return "\n".join(parts)
+
+
+def stored_note_texts(conn: Any, node_ids: Sequence[str]) -> dict[str, str]:
+    """{node_id: note_text of its stored passages} ("" for a note without passages)."""
+    texts = passages_by_note(conn, node_ids)
+    found: dict[str, list[tuple[str, str, int]]] = {node_id: [] for node_id in node_ids}
+    for start in range(0, len(node_ids), 500):
+        part = list(node_ids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        for node_id, ordinal, heading, repeats in conn.execute(
+            f"select node_id, ordinal, heading, repeats from chunks where node_id in ({marks}) "
+            "order by node_id, ordinal",
+            part,
+        ):
+            if (text := texts.get(node_id, {}).get(ordinal)) is not None:
+                found[node_id].append((heading, text, repeats))
+    return {node_id: note_text(passages) for node_id, passages in found.items()}
+
+
+def unindex_notes(conn: Any, node_ids: Sequence[str]) -> None:
+    """Take the whole-note rows of `node_ids` out of `notes_fts` with the words they were indexed with: the
+    name recorded in `note_docs` and the text of the passages stored now. Call it before a note's stored
+    passages change; a note without a row (`note_docs.name` null) is skipped."""
+    if not node_ids:
+        return
+    rows: list[tuple[int, str, str]] = []
+    for start in range(0, len(node_ids), 500):
+        part = list(node_ids[start : start + 500])
+        marks = ",".join("?" * len(part))
+        rows.extend(
+            tuple(r)
+            for r in conn.execute(
+                f"select doc, node_id, name from note_docs where node_id in ({marks}) and name is not null",
+                part,
+            )
+        )
+    if not rows:
+        return
+    bodies = stored_note_texts(conn, [node_id for _, node_id, _ in rows])
+    conn.executemany(
+        "insert into notes_fts (notes_fts, rowid, name, body) values ('delete', ?, ?, ?)",
+        [(doc, name, bodies[node_id]) for doc, node_id, name in rows],
+    )
+    conn.executemany("update note_docs set name = null where doc = ?", [(doc,) for doc, _, _ in rows])
+
+
+def fill_note_rows(conn: Any) -> None:
+    """Migration 10's step: record each stored passage's `repeats` (recovered from the texts,
+    `vault_sync.chunking.repeated_prefix`) and index every note's whole-note row from its stored passages."""
+    rows = conn.execute(
+        "select d.doc, d.node_id, n.name from note_docs d join nodes n on n.id = d.node_id"
+    ).fetchall()
+    for start in range(0, len(rows), 500):
+        part = rows[start : start + 500]
+        texts = passages_by_note(conn, [r[1] for r in part])
+        marks = ",".join("?" * len(part))
+        previous = ("", "", "")  # (node id, heading, text) of the passage before
+        repeats: list[tuple[int, int]] = []
+        for chunk_id, node_id, ordinal, heading in conn.execute(
+            f"select id, node_id, ordinal, heading from chunks where node_id in ({marks}) "
+            "order by node_id, ordinal",
+            [r[1] for r in part],
+        ).fetchall():
+            text = texts.get(node_id, {}).get(ordinal, "")
+            if previous[:2] == (node_id, heading) and (size := repeated_prefix(previous[2], text)):
+                repeats.append((size, chunk_id))
+            previous = (node_id, heading, text)
+        conn.executemany("update chunks set repeats = ? where id = ?", repeats)
+        bodies = stored_note_texts(conn, [r[1] for r in part])
+        conn.executemany(
+            "insert into notes_fts (rowid, name, body) values (?, ?, ?)",
+            [(r[0], r[2], bodies[r[1]]) for r in part],
+        )
+        conn.executemany("update note_docs set name = ? where doc = ?", [(r[2], r[0]) for r in part])

@@ -2,7 +2,7 @@
 
 Two FTS5 indexes answer a query: `chunks_fts` (one row per passage: title, heading, text) and `notes_fts` (one
 row per note: name, whole body). Both are contentless: the passages' texts are stored once per note
-(`passages_sql`), and whole bodies only in the vault. Both return their best rows by bm25 with column weights; the search service
+(`passages_sql`), and a note's whole-note body is made from them (`passages_sql.note_text`). Both return their best rows by bm25 with column weights; the search service
 fuses them with the vector ranking. Scores come back as *higher is better* (FTS5's bm25 is negative).
 """
 
@@ -71,20 +71,18 @@ class NodeRow:
 
 
 def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
-    """(Re)index the note-level rows of `docs` = [(node_id, name, body)] with set-wide statements.
+    """(Re)index the whole-note rows of `docs` = [(node_id, name, body)] with set-wide statements; `body` is
+    `passages_sql.note_text` of the passages the note has now (stored in this unit of work).
 
+    A row still in the index is taken out first (`passages_sql.unindex_notes`): that is a note whose stored
+    passages did not change (its name did), since a change of passages takes the row out before it happens.
     FTS5 indexes one INSERT ... SELECT of many rows about twice as fast as the same rows inserted one by one,
-    so the bodies are staged in a temp table first. Old rows are deleted by rowid equality: FTS5 cannot use
-    `rowid IN (subquery)` and would scan the whole index."""
+    so the bodies are staged in a temp table first."""
     if not docs:
         return
-    ids = [(node_id,) for node_id, _, _ in docs]
-    marks = ",".join("?" * len(ids))
-    old = conn.execute(
-        f"select doc from note_docs where node_id in ({marks})", [i for (i,) in ids]
-    ).fetchall()
-    conn.executemany("delete from notes_fts where rowid = ?", [(row[0],) for row in old])
-    conn.executemany("insert or ignore into note_docs (node_id) values (?)", ids)
+    passages_sql.unindex_notes(conn, [node_id for node_id, _, _ in docs])
+    conn.executemany("insert or ignore into note_docs (node_id) values (?)", [(d[0],) for d in docs])
+    conn.executemany("update note_docs set name = ? where node_id = ?", [(d[1], d[0]) for d in docs])
     conn.execute(
         "create temp table if not exists note_stage (node_id text primary key, name text, body text)"
     )

@@ -261,10 +261,14 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
     passage changed (its words, heading or title), was added or went.
 
     The texts are stored once per note (`passages_sql`); new passages wait in the stage for
-    `index_new_chunks`, which adds them to the full-text index."""
+    `index_new_chunks`, which adds them to the full-text index. Before anything changes, the note's
+    whole-note row leaves its index with the words of the passages stored now (`passages_sql.unindex_notes`);
+    the caller indexes it again (`apply_notes`)."""
     existing = {
-        r["ordinal"]: (r["id"], r["title"], r["heading"])
-        for r in conn.execute("select id, ordinal, title, heading from chunks where node_id = ?", (node_id,))
+        r["ordinal"]: (r["id"], r["title"], r["heading"], r["repeats"])
+        for r in conn.execute(
+            "select id, ordinal, title, heading, repeats from chunks where node_id = ?", (node_id,)
+        )
     }
     old_texts = passages_sql.passages_by_note(conn, [node_id]).get(node_id, {}) if existing else {}
     keep: set[int] = set()
@@ -281,12 +285,22 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
         for ordinal, row in existing.items()
         if ordinal not in keep
     ]
+    new = [c for c in chunks if c.ordinal not in keep]
+    # A kept passage may repeat another share of the one before it (that one changed): its words and vector
+    # stand, only what it adds to the whole-note row moves.
+    moved = [
+        (c.repeats, existing[c.ordinal][0])
+        for c in chunks
+        if c.ordinal in keep and existing[c.ordinal][3] != c.repeats
+    ]
+    if gone or new or moved:
+        passages_sql.unindex_notes(conn, [node_id])
+    conn.executemany("update chunks set repeats = ? where id = ?", moved)
     passages_sql.unindex_passages(conn, gone)
     conn.executemany("delete from chunks where id = ?", [(row[0],) for row in gone])
-    new = [c for c in chunks if c.ordinal not in keep]
     conn.executemany(
-        "insert into chunks (node_id, ordinal, title, heading) values (?, ?, ?, ?)",
-        [(node_id, c.ordinal, title, c.heading) for c in new],
+        "insert into chunks (node_id, ordinal, title, heading, repeats) values (?, ?, ?, ?, ?)",
+        [(node_id, c.ordinal, title, c.heading, c.repeats) for c in new],
     )
     if new:
         ids = dict(conn.execute("select ordinal, id from chunks where node_id = ?", (node_id,)).fetchall())
@@ -294,7 +308,7 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
     texts = {c.ordinal: c.text for c in chunks}
     if texts != old_texts:
         passages_sql.store_passages(conn, node_id, texts)
-    return bool(gone or new)
+    return bool(gone or new or moved)
 
 
 def index_new_chunks(conn: Any) -> None:
@@ -315,11 +329,15 @@ def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool
     ]
     reresolve_links(conn, moved_names, now)
     index_new_chunks(conn)
-    # Only changed notes: the whole-note index is `contentless_delete`, which never takes a deleted row out of
-    # bm25's totals, so every needless re-index (a note read again after its id was written, a change to its
-    # frontmatter only) would count the note once more.
+    # Only changed notes: a note read again after its id was written, or whose frontmatter alone changed, keeps
+    # its row.
     search_sql.index_note_docs(
-        conn, [(u.node_id, u.note.name, u.note.body) for u in updates if u.node_id in changed]
+        conn,
+        [
+            (u.node_id, u.note.name, passages_sql.note_text((c.heading, c.text, c.repeats) for c in u.chunks))
+            for u in updates
+            if u.node_id in changed
+        ],
     )
     return created
 
