@@ -81,8 +81,11 @@ def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
     if not docs:
         return
     passages_sql.unindex_notes(conn, [node_id for node_id, _, _ in docs])
-    conn.executemany("insert or ignore into note_docs (node_id) values (?)", [(d[0],) for d in docs])
-    conn.executemany("update note_docs set name = ? where node_id = ?", [(d[1], d[0]) for d in docs])
+    conn.executemany(
+        "insert into note_docs (node_id, name) values (?, ?) "
+        "on conflict (node_id) do update set name = excluded.name",
+        [(d[0], d[1]) for d in docs],
+    )
     conn.execute(
         "create temp table if not exists note_stage (node_id text primary key, name text, body text)"
     )
