@@ -232,3 +232,31 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_edits_racing_in_threads_of_one_process_lose_no_line(vault: Path) -> None:
+    # Soak seed 25112027: an assistant's remember and forget on one note ran at once (each tool call's write
+    # runs in a thread); both passed the re-read that guards the swap before either replaced the file, so the
+    # second replace dropped the first's line. Writes of one process now swap one at a time.
+    import threading
+
+    lines = [[f"thread {t} line {i}\r\n".encode() for i in range(40)] for t in range(6)]
+    failures: list[BaseException] = []
+
+    def writer(mine: list[bytes]) -> None:
+        try:
+            for line in mine:
+                edit_note(vault, "Projects/Engrama.md", append(line), attempts=10_000)
+        except BaseException as exc:  # reported below: a thread's exception would otherwise vanish
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(mine,)) for mine in lines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    text = (vault / "Projects" / "Engrama.md").read_bytes()
+    missing = [line for mine in lines for line in mine if line not in text]
+    assert missing == [] and text.startswith(NOTE)
+    assert temp_files(vault) == []

@@ -17,8 +17,10 @@ watcher sees the change. Links whose real path lies outside the vault are refuse
 
 Known limits: `os.replace` gives the note a new inode, so other hard links to it keep the old bytes, and
 extended attributes / ACLs are not carried over (permission bits are; the owner too, where we may set it).
-The re-read that guards the swap and the swap itself are two system calls; an edit landing in the
-microseconds between them is lost, a window no portable API closes.
+The re-read that guards the swap and the swap itself are two system calls; an edit by *another program*
+landing in the microseconds between them is lost, a window no portable API closes. Within this process the
+window is closed: the re-read and the replace happen under one lock (`_SWAP`), so two tool calls editing one
+note at once (each write runs in a thread) re-base on each other instead of the second replacing the first.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import errno
 import logging
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -38,6 +41,10 @@ from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
 
 log = logging.getLogger(__name__)
+
+# Held from the re-read that guards a swap to the replace: this process's edits of a note never interleave
+# there (the step takes a read of one note and a rename; edits of other notes wait that long at most).
+_SWAP = threading.Lock()
 
 MAX_NOTE_BYTES = (
     10 * 1024 * 1024
@@ -299,20 +306,21 @@ def _swap_in(real: Path, rel: str, new: bytes, base: str, st: os.stat_result) ->
         real.parent, new, new_mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid)
     )
     try:
-        try:
-            current, _ = _read_stable(real, rel)
-        except FileNotFoundError:
-            raise ConcurrentEdit(
-                f"{rel} was moved or deleted while engrama edited it; nothing was written"
-            ) from None
-        if sha256_hex(current) != base:
-            return None
-        try:
-            os.replace(tmp, real)
-        except OSError as exc:
-            raise VaultError(
-                f"cannot replace {rel}: {exc.strerror}; check the folder's permissions"
-            ) from None
+        with _SWAP:
+            try:
+                current, _ = _read_stable(real, rel)
+            except FileNotFoundError:
+                raise ConcurrentEdit(
+                    f"{rel} was moved or deleted while engrama edited it; nothing was written"
+                ) from None
+            if sha256_hex(current) != base:
+                return None
+            try:
+                os.replace(tmp, real)
+            except OSError as exc:
+                raise VaultError(
+                    f"cannot replace {rel}: {exc.strerror}; check the folder's permissions"
+                ) from None
     finally:
         _remove_quietly(tmp)  # after a successful replace the name is gone and this does nothing
     _fsync_folder(real.parent)
