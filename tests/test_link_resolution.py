@@ -275,3 +275,33 @@ async def test_a_relation_from_the_file_name_of_an_archived_entity_makes_that_en
     assert "status: archived" not in note and "[[Ember]]" in note
     assert ("Concepts/Delta 88.md", "RELATED_TO", "Ember", "Projects/Ember.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_relation_to_the_file_name_of_the_source_itself_is_refused(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Soak seed 25112027: the person renamed the note of the concept Kestrel to `Atlas 69.md`; relating Kestrel
+    to "Atlas 69" reached Kestrel itself, wrote `[[Atlas 69]]` into its own note and made an edge from it to
+    itself that a rebuild does not have. It is refused like a relation to its own name, and nothing changes."""
+    from server.runtime import open_runtime
+    from server.services.entities import RelationSpec
+    from server.services.errors import ServiceError
+    from server.services.relate import relate
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    text = "---\ntype: Concept\nname: Kestrel\n---\nA bird of an idea.\n"
+    write(vault, "Technologies/Atlas 69.md", text)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        with pytest.raises(ServiceError, match="itself"):
+            await relate(rt, "Kestrel", "RELATED_TO", "Atlas 69", "Concept", "Project")
+        with pytest.raises(ServiceError, match="itself"):
+            await remember(rt, "Concept", "Kestrel", relations=[RelationSpec("RELATED_TO", "Atlas 69", None)])
+        live = await targets(rt.store)
+        nodes = await rt.store.read(lambda c: c.execute("select count(*) from nodes").fetchone()[0])
+    assert (vault / "Technologies/Atlas 69.md").read_text(encoding="utf-8").endswith(text.split("---\n")[-1])
+    assert "engrama_id" in (vault / "Technologies/Atlas 69.md").read_text(encoding="utf-8")
+    assert "[[Atlas 69]]" not in (vault / "Technologies/Atlas 69.md").read_text(encoding="utf-8")
+    assert live == set() and nodes == 1
+    assert live == await rebuilt(vault, tmp_path, 0)

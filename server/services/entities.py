@@ -73,12 +73,18 @@ class EntityWrite:
 
 
 async def plan_relations(
-    rt: Runtime, source_label: str, source_name: str, specs: Sequence[RelationSpec]
+    rt: Runtime,
+    source_label: str,
+    source_name: str,
+    specs: Sequence[RelationSpec],
+    source_id: str | None = None,
 ) -> list[PlannedRelation]:
     """Check every relation against the profile, then make sure each target node exists.
 
     All checks run before anything is created, so one bad relation leaves the graph untouched. A target
-    that is archived (forgotten, or its note deleted) is made current again, as remembering it would."""
+    that is archived (forgotten, or its note deleted) is made current again, as remembering it would.
+    `source_id` is the source's node when it exists: a target name that leads to it (the file name of its
+    note, an alias) is refused like its own name."""
     checked: list[tuple[str, str, str | None]] = []
     for spec in specs:
         rel = require_relation(rt.profile, spec.rel_type)
@@ -89,6 +95,8 @@ async def plan_relations(
             rt.profile.relations[rel].targets
         )
         node, label = await rt.store.read(memory_sql.preview_target, target, wanted)
+        if node is not None and node.id == source_id:
+            raise ServiceError(_itself(target, node))
         if node is not None and node.status != "stub" and not rt.profile.allows(rel, source_label, label):
             where = f" ({node.path})" if node.path else ""
             raise RelationNotAllowed(
@@ -100,12 +108,22 @@ async def plan_relations(
     planned: list[PlannedRelation] = []
     for rel, target, wanted in checked:
         node, _ = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
+        if node.id == source_id:  # the graph changed since the check (a note renamed meanwhile)
+            raise ServiceError(_itself(target, node))
         was = None
         if node.status == "archived":
             node, revival = await revive_entity(rt, node, "made current again by a relation to it")
             was = revival.was if revival is not None else None
         planned.append(PlannedRelation(rel, node, was))
     return planned
+
+
+def _itself(target: str, node: Node) -> str:
+    where = f" (the note {node.path})" if node.path else ""
+    return (
+        f"{target!r} is {node.name!r} itself{where}, and an entity cannot relate to itself; "
+        "name another entity as the target"
+    )
 
 
 async def revive_entity(rt: Runtime, node: Node, reason: str) -> tuple[Node, Revival | None]:

@@ -44,7 +44,8 @@ async def relate(
     source = require_name(source, "source")
     wanted = optional_label(rt.profile, source_label)
     label, name, node = await _source(rt, source, wanted, rel)
-    [planned] = await plan_relations(rt, label, name, [RelationSpec(rel, target, target_label)])
+    specs = [RelationSpec(rel, target, target_label)]
+    [planned] = await plan_relations(rt, label, name, specs, node.id if node is not None else None)
     # A superseded source stays superseded: relating it says how it connects, not that it holds again.
     written, revival = await write_reviving(
         rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False

@@ -65,8 +65,8 @@ async def remember(
         raise ServiceError(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
-    planned = await plan_relations(rt, label, name, relations)
     target = await rt.store.read(memory_sql.find_entity, label, name)
+    planned = await plan_relations(rt, label, name, relations, target.id if target is not None else None)
     current = target.properties if target is not None and target.status != "stub" else {}
     plan = plan_properties(target.name if target else name, current, props, choice)
     why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
