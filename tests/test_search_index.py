@@ -88,3 +88,26 @@ def test_the_as_of_filter_compares_whole_days(tmp_path: Path, as_of: str, valid:
     )
     found = search_sql.node_rows(conn, ["a"], search_sql.NodeFilter(as_of=as_of))
     assert ("a" in found) is valid
+
+
+async def test_a_note_written_for_a_node_made_in_the_graph_alone_gets_its_whole_note_row(
+    vault: Path, db_path: Path
+) -> None:
+    # Soak seed 4711: a second client's assistant made the entity in the graph alone; the holder then wrote its
+    # note, a heading and nothing else (no passages). Nothing "changed" in its passages, so the note never got
+    # its whole-note row and its name did not find it.
+    from server.runtime import open_runtime
+    from server.settings import Settings
+    from server.store import search_sql
+
+    name = "Under-connected - Juniper has no relations"
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        node_id, _ = await rt.store.merge_entity("Concept", name, {})
+        path = vault / "Concepts" / f"{name}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"---\nengrama_id: {node_id}\ntype: Concept\nname: {name}\n---\n# {name}\n", "utf-8")
+        await rt.require_sync().sync_vault()
+        rows = await rt.store.read(lambda c: c.execute("select name from note_docs").fetchall())
+        hits = await rt.store.read(search_sql.note_hits, '"juniper"', 5, search_sql.NodeFilter())
+    assert [tuple(r) for r in rows] == [(name,)]
+    assert [n for n, _ in hits] == [node_id]

@@ -72,6 +72,21 @@ async def test_an_alias_is_a_title_too(runtime: Runtime, vault: Path) -> None:
     assert (await top_names(runtime, "maya l"))[0] == "Maya Lindqvist"
 
 
+async def test_a_title_longer_than_the_runs_looked_up_still_comes_first(
+    runtime: Runtime, vault: Path
+) -> None:
+    # Soak seed 4711: the whole question was the title of a note (nine words), but only the notes its words
+    # found were candidates, and none of its words was in the index for it (an alias here; there, a note whose
+    # whole-note row was missing).
+    title = "Under-connected - Juniper 2 2 2 has no relations"
+    write(vault, "Concepts/Kestrel.md", f"---\naliases: [{title}]\n---\nAbout birds.\n")
+    for i in range(8):
+        write(vault, f"Notes/Juniper {i}.md", "Juniper has no relations yet; under-connected notes.\n")
+    await runtime.require_sync().sync_vault()
+    assert (await top_names(runtime, title))[0] == "Kestrel"
+    assert (await top_names(runtime, title, include_archived=True))[0] == "Kestrel"
+
+
 async def test_a_question_holding_a_full_name_ranks_that_note_near_the_top(
     runtime: Runtime, vault: Path
 ) -> None:

@@ -327,6 +327,8 @@ def _finish(
     found = {c.node_id: c for c in leaders[: max(MIN_LEADERS, 5 * plan.limit)]}
     for node_id in anchored.named:
         found.setdefault(node_id, anchored.candidates[node_id])
+    for node_id in anchored.exact:  # a title longer than the runs looked up, or that no word of it finds
+        found.setdefault(node_id, Candidate(node_id))
     nodes = _expand(conn, found, anchored, plan.where, weights, plan.limit)
     if plan.time is not None and plan.time.windows and weights.time > 0:
         dated = nodes_sql.note_dates(conn, [c.node_id for c in found.values() if c.node_id in nodes])

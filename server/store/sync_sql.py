@@ -442,8 +442,17 @@ def _apply_one(
         passages_changed = replace_chunks(conn, node_id, note.name, chunks)
     if passages_changed or existing is None or existing["status"] == "stub" or existing["name"] != note.name:
         changed.add(node_id)
+    elif not _has_note_row(conn, node_id):
+        # A note arriving for a node that had none (made by a tool in the graph alone, a second client's queued
+        # write) with no passages to change: its whole-note row is made now, so its name finds it.
+        changed.add(node_id)
     record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
     return existing is None or existing["status"] == "stub"
+
+
+def _has_note_row(conn: Any, node_id: str) -> bool:
+    row = conn.execute("select name from note_docs where node_id = ?", (node_id,)).fetchone()
+    return row is not None and row[0] is not None
 
 
 def note_status(note: ParsedNote) -> str:
