@@ -307,25 +307,30 @@ def _swap_in(real: Path, rel: str, new: bytes, base: str, st: os.stat_result) ->
     )
     try:
         with _SWAP:
-            try:
-                current, _ = _read_stable(real, rel)
-            except FileNotFoundError:
-                raise ConcurrentEdit(
-                    f"{rel} was moved or deleted while engrama edited it; nothing was written"
-                ) from None
-            if sha256_hex(current) != base:
+            if not _replace_if_unchanged(real, rel, tmp, base):
                 return None
-            try:
-                os.replace(tmp, real)
-            except OSError as exc:
-                raise VaultError(
-                    f"cannot replace {rel}: {exc.strerror}; check the folder's permissions"
-                ) from None
     finally:
         _remove_quietly(tmp)  # after a successful replace the name is gone and this does nothing
     _fsync_folder(real.parent)
     # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
     return _file_state(rel, new, tmp_st)
+
+
+def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> bool:
+    """Put `tmp` in place of `real` if `real` still holds the bytes with checksum `base` (under `_SWAP`)."""
+    try:
+        current, _ = _read_stable(real, rel)
+    except FileNotFoundError:
+        raise ConcurrentEdit(
+            f"{rel} was moved or deleted while engrama edited it; nothing was written"
+        ) from None
+    if sha256_hex(current) != base:
+        return False
+    try:
+        os.replace(tmp, real)
+    except OSError as exc:
+        raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
+    return True
 
 
 def _write_temp(

@@ -236,10 +236,11 @@ def stored_note_texts(conn: Any, node_ids: Sequence[str]) -> dict[str, str]:
     return {node_id: note_text(passages) for node_id, passages in found.items()}
 
 
-def unindex_notes(conn: Any, node_ids: Sequence[str]) -> None:
+def unindex_notes(conn: Any, node_ids: Sequence[str], bodies: Mapping[str, str] | None = None) -> None:
     """Take the whole-note rows of `node_ids` out of `notes_fts` with the words they were indexed with: the
-    name recorded in `note_docs` and the text of the passages stored now. Call it before a note's stored
-    passages change; a note without a row (`note_docs.name` null) is skipped."""
+    name recorded in `note_docs` and `note_text` of the passages stored now (given in `bodies` by a caller that
+    holds them, else read). Call it before a note's stored passages change; a note without a row
+    (`note_docs.name` null) is skipped."""
     if not node_ids:
         return
     rows: list[tuple[int, str, str]] = []
@@ -255,10 +256,11 @@ def unindex_notes(conn: Any, node_ids: Sequence[str]) -> None:
         )
     if not rows:
         return
-    bodies = stored_note_texts(conn, [node_id for _, node_id, _ in rows])
+    known = bodies or {}
+    texts = {**known, **stored_note_texts(conn, [n for _, n, _ in rows if n not in known])}
     conn.executemany(
         "insert into notes_fts (notes_fts, rowid, name, body) values ('delete', ?, ?, ?)",
-        [(doc, name, bodies[node_id]) for doc, node_id, name in rows],
+        [(doc, name, texts[node_id]) for doc, node_id, name in rows],
     )
     conn.executemany("update note_docs set name = null where doc = ?", [(doc,) for doc, _, _ in rows])
 
@@ -273,21 +275,23 @@ def fill_note_rows(conn: Any) -> None:
         part = rows[start : start + 500]
         texts = passages_by_note(conn, [r[1] for r in part])
         marks = ",".join("?" * len(part))
-        previous = ("", "", "")  # (node id, heading, text) of the passage before
+        passages: dict[str, list[tuple[str, str, int]]] = {r[1]: [] for r in part}
         repeats: list[tuple[int, int]] = []
         for chunk_id, node_id, ordinal, heading in conn.execute(
             f"select id, node_id, ordinal, heading from chunks where node_id in ({marks}) "
             "order by node_id, ordinal",
             [r[1] for r in part],
         ).fetchall():
-            text = texts.get(node_id, {}).get(ordinal, "")
-            if previous[:2] == (node_id, heading) and (size := repeated_prefix(previous[2], text)):
+            if (text := texts.get(node_id, {}).get(ordinal)) is None:
+                continue  # as `stored_note_texts` reads them: a passage without a stored text adds nothing
+            before = passages[node_id][-1] if passages[node_id] else None
+            size = repeated_prefix(before[1], text) if before and before[0] == heading else 0
+            if size:
                 repeats.append((size, chunk_id))
-            previous = (node_id, heading, text)
+            passages[node_id].append((heading, text, size))
         conn.executemany("update chunks set repeats = ? where id = ?", repeats)
-        bodies = stored_note_texts(conn, [r[1] for r in part])
         conn.executemany(
             "insert into notes_fts (rowid, name, body) values (?, ?, ?)",
-            [(r[0], r[2], bodies[r[1]]) for r in part],
+            [(r[0], r[2], note_text(passages[r[1]])) for r in part],
         )
         conn.executemany("update note_docs set name = ? where doc = ?", [(r[2], r[0]) for r in part])

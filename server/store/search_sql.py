@@ -2,8 +2,8 @@
 
 Two FTS5 indexes answer a query: `chunks_fts` (one row per passage: title, heading, text) and `notes_fts` (one
 row per note: name, whole body). Both are contentless: the passages' texts are stored once per note
-(`passages_sql`), and a note's whole-note body is made from them (`passages_sql.note_text`). Both return their best rows by bm25 with column weights; the search service
-fuses them with the vector ranking. Scores come back as *higher is better* (FTS5's bm25 is negative).
+(`passages_sql`), and a note's whole-note body is made from them (`passages_sql.note_text`). Both return their
+best rows by bm25 with column weights; the search service fuses them with the vector ranking. Scores come back as *higher is better* (FTS5's bm25 is negative).
 """
 
 from __future__ import annotations

@@ -294,7 +294,8 @@ def replace_chunks(conn: Any, node_id: str, title: str, chunks: Sequence[Chunk])
         if c.ordinal in keep and existing[c.ordinal][3] != c.repeats
     ]
     if gone or new or moved:
-        passages_sql.unindex_notes(conn, [node_id])
+        held = [(existing[o][2], old_texts[o], existing[o][3]) for o in sorted(existing) if o in old_texts]
+        passages_sql.unindex_notes(conn, [node_id], {node_id: passages_sql.note_text(held)})
     conn.executemany("update chunks set repeats = ? where id = ?", moved)
     passages_sql.unindex_passages(conn, gone)
     conn.executemany("delete from chunks where id = ?", [(row[0],) for row in gone])
@@ -361,7 +362,8 @@ def _apply_one(
 ) -> bool:
     existing = conn.execute(
         "select status, path, name, label, properties, checksum, valid_to, "
-        "coalesce(base_confidence, confidence) as declared, coalesce(began_at, created_at) as began_at "
+        "coalesce(base_confidence, confidence) as declared, coalesce(began_at, created_at) as began_at, "
+        "(select d.name is not null from note_docs d where d.node_id = nodes.id) as has_row "
         "from nodes where id = ?",
         (node_id,),
     ).fetchone()
@@ -440,19 +442,12 @@ def _apply_one(
     replace_note_edges(conn, node_id, note.links, now)
     if existing is None:
         passages_changed = replace_chunks(conn, node_id, note.name, chunks)
-    if passages_changed or existing is None or existing["status"] == "stub" or existing["name"] != note.name:
-        changed.add(node_id)
-    elif not _has_note_row(conn, node_id):
-        # A note arriving for a node that had none (made by a tool in the graph alone, a second client's queued
-        # write) with no passages to change: its whole-note row is made now, so its name finds it.
+    # A node without a whole-note row gets one, also when its note states no passage: one a tool made in the
+    # graph alone (a second client's queued write) is found by its name once its note arrives.
+    if passages_changed or existing is None or not existing["has_row"] or existing["name"] != note.name:
         changed.add(node_id)
     record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
     return existing is None or existing["status"] == "stub"
-
-
-def _has_note_row(conn: Any, node_id: str) -> bool:
-    row = conn.execute("select name from note_docs where node_id = ?", (node_id,)).fetchone()
-    return row is not None and row[0] is not None
 
 
 def note_status(note: ParsedNote) -> str:
