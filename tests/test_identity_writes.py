@@ -150,7 +150,9 @@ async def test_a_write_for_an_entity_whose_path_a_new_note_took_never_gives_its_
     made = await remember(rt, "Concept", "Topic", {}, "The first note.")
     move(vault, "Concepts/Topic.md", ".trash/Topic.md")
     await rt.require_sync().sync_path("Concepts/Topic.md")  # the watcher saw it go: archived
-    (vault / "Concepts/Topic.md").write_text("---\ntype: Concept\n---\nA new note.\n", encoding="utf-8")
+    # The new note at its path is another entity (a Concept there would be the Concept Topic now, and take
+    # the writes: `test_reviving_an_entity_whose_note_is_gone_writes_into_the_live_note_of_its_name`).
+    (vault / "Concepts/Topic.md").write_text("---\ntype: Project\n---\nA new note.\n", encoding="utf-8")
     await rt.require_sync().sync_path("Concepts/Topic.md")  # the new note takes the path
     old = await rt.store.get_node(made.id)
     assert old is not None and old.path is None

@@ -305,3 +305,46 @@ async def test_a_relation_to_the_file_name_of_the_source_itself_is_refused(
     assert "[[Atlas 69]]" not in (vault / "Technologies/Atlas 69.md").read_text(encoding="utf-8")
     assert live == set() and nodes == 1
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+@pytest.mark.parametrize("path_taken", [False, True])
+async def test_reviving_an_entity_whose_note_is_gone_writes_into_the_live_note_of_its_name(
+    vault: Path, db_path: Path, tmp_path: Path, path_taken: bool
+) -> None:
+    """Soak seed 3141592: the project Lumen's note had been renamed `Cedar.md` and then deleted for good (and its
+    path taken by another note); a new note for a project Lumen was made since. Relating "Cedar" reached the
+    old node, and making it current again created a second note for it (`Projects/Lumen 2.md`): two live
+    Projects named Lumen. The entity of that name already has a note, so the write goes there, and the old
+    node stays the record of the deleted note."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Projects/Cedar.md", "---\ntype: Project\nname: Lumen\n---\nThe first Lumen.\n")
+    write(vault, "Concepts/Fjord.md", "---\ntype: Concept\n---\nAn idea.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        sync = rt.require_sync()
+        await sync.sync_vault()
+        (vault / "Projects/Cedar.md").unlink()
+        await sync.sync_vault()
+        write(vault, "Projects/Ember 6.md", "---\ntype: Project\nname: Lumen\n---\nThe Lumen of now.\n")
+        if path_taken:
+            write(vault, "Projects/Cedar.md", "---\ntype: Concept\n---\nAnother note at that path.\n")
+        await sync.sync_vault()
+        done = await relate(rt, "Cedar", "RELATED_TO", "Fjord", source_label="Project")
+        lumens = await rt.store.read(
+            lambda c: c.execute(
+                "select status from nodes where label = 'Project' and name = 'Lumen' order by status"
+            ).fetchall()
+        )
+        live = await targets(rt.store)
+    assert sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md")) == [
+        "Concepts/Fjord.md",
+        *(["Projects/Cedar.md"] if path_taken else []),
+        "Projects/Ember 6.md",
+    ]
+    assert [r[0] for r in lumens] == ["active", "archived"]
+    assert done.note_path == "Projects/Ember 6.md"
+    assert "[[Fjord]]" in (vault / "Projects/Ember 6.md").read_text(encoding="utf-8")
+    assert ("Projects/Ember 6.md", "RELATED_TO", "Fjord", "Concepts/Fjord.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)

@@ -155,6 +155,10 @@ async def write_reviving(
 
     Returns the write and the revival, which is None when there was none to make, and also when the
     entity's note was deleted for good: then a new entity was written and the old one stays archived."""
+    gone = target
+    target = await note_holder(rt, target)
+    if target is not gone and target is not None:
+        label, name = target.label, target.name
     revival = None
     if target is not None and target.status != "stub" and (superseded_too or target.status == "archived"):
         revival = await plan_revival(rt, target, properties)
@@ -171,7 +175,18 @@ async def write_reviving(
         await rt.store.write(history_sql.annotate, written.id, [*write, *remove], since, reason)
     if target is not None and written.id != target.id:
         revival = None
+    if gone is not None and gone is not target:  # its relations move to the entity written; it stays a record
+        await rt.store.write(memory_sql.fold_graph_only_node, gone.id, written.id, utc_now())
     return written, revival
+
+
+async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
+    """The entity a write for `node` goes to: `node` itself, unless its note is gone for good (no path) and
+    another live entity of its label and name has a note. That one is the entity of the name now; writing a new
+    note for `node` would make two (soak seed 3141592: two live Projects named Lumen)."""
+    if node is None or node.status == "stub" or node.path is not None:
+        return node
+    return await rt.store.read(memory_sql.live_namesake, node.label, node.name, node.id) or node
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
@@ -244,6 +259,11 @@ async def write_entity(
         if found is not None:
             return await _write_found(rt, existing, found, properties, observation, relations, remove)
         await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
+        namesake = await rt.store.read(memory_sql.live_namesake, label, existing.name, existing.id)
+        if namesake is not None:  # the name has a live note since: that is the entity now (`note_holder`)
+            return await write_entity(
+                rt, label, namesake.name, properties, observation, relations, target=namesake, reason=reason
+            )
         fresh = identify.new_engrama_id()
         done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
         gone = (

@@ -22,7 +22,7 @@ from datetime import date
 from server.reflect.errors import InsightError
 from server.reflect.records import record_approval, record_dismissal
 from server.runtime import Runtime
-from server.services.entities import PlannedRelation, write_entity, writes_notes
+from server.services.entities import PlannedRelation, note_holder, write_entity, writes_notes
 from server.services.errors import ServiceError
 from server.services.forget import apply_queued_archive, apply_queued_trash
 from server.store import insights_sql, memory_sql, outbox_sql
@@ -117,7 +117,8 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
 
     The observation keeps the day it was made: a change drained on a later day (the holder was down) is
     dated as the person made it, and a replay finds the same bullet and adds nothing."""
-    node = await rt.store.get_node(change.node_id)  # None: purged or re-keyed since; merged by label + name
+    queued = await rt.store.get_node(change.node_id)  # None: purged or re-keyed since; merged by label + name
+    node = await note_holder(rt, queued)  # its note deleted for good since, and its name has a live note
     relations = [await _planned(rt, r) for r in change.relations]
     same_day = change.day == date.today().isoformat()
     written = await write_entity(
@@ -128,9 +129,11 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
         change.observation if same_day else None,
         relations,
         target=node,
-        remove=change.remove,
+        remove=change.remove if node is queued else (),  # keys planned for the queued node, not this one
         reason=change.reason,
     )
+    if queued is not None and node is not queued:
+        await rt.store.write(memory_sql.fold_graph_only_node, queued.id, written.id, utc_now())
     if not same_day and change.observation and written.path is not None:
         await _append_observation(rt, written.path, change.observation, change.day)
     return written.id

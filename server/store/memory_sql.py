@@ -53,6 +53,18 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
     return None if row is None else row_to_node(row)
 
 
+def live_namesake(conn: Any, label: str, name: str, excluding: str) -> Node | None:
+    """The live entity of `label` called `name` (case-insensitive) that has a note, other than `excluding`: the
+    one a write for `excluding` goes to when `excluding`'s own note is gone for good (a second note under that
+    name would make two entities of one name)."""
+    row = conn.execute(
+        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.label = ? and n.status = 'active' "
+        "and n.path is not null and n.id != ? order by n.created_at limit 1",
+        (name.strip(), label, excluding),
+    ).fetchone()
+    return None if row is None else row_to_node(row)
+
+
 def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
     """The most recently archived node of `label` called `name` (a forgotten entity a write may revive)."""
     row = conn.execute(
