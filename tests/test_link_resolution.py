@@ -348,3 +348,37 @@ async def test_reviving_an_entity_whose_note_is_gone_writes_into_the_live_note_o
     assert "[[Fjord]]" in (vault / "Projects/Ember 6.md").read_text(encoding="utf-8")
     assert ("Projects/Ember 6.md", "RELATED_TO", "Fjord", "Concepts/Fjord.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_relation_to_an_entity_with_no_note_yet_links_to_that_entitys_own_note(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Soak seed 4711: a second client's assistant made the Concept "Ember 61" in the graph (its note queued for
+    the holder), and an assistant related Atlas to it at once. The holder wrote `[[Ember 61]]`, but a note the
+    person keeps at the vault's root is called `Ember 61.md`, so the link led there, and the relation the graph
+    recorded was not the one the vault says. The target gets its note first and the link names that note."""
+    from datetime import date
+
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+    from server.store import outbox_sql
+    from server.store.clock import utc_now
+
+    write(vault, "Ember 61.md", "---\ntype: Project\nname: Juniper 15\n---\nThe person's own note.\n")
+    write(vault, "Projects/Atlas.md", "---\ntype: Project\n---\nThe project.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        made, _, _ = await rt.store.write(
+            outbox_sql.remember_and_queue,
+            *("Concept", "Ember 61", {}, "Made by another client.", utc_now(), "", (), []),
+            date.today().isoformat(),
+        )
+        await relate(rt, "Atlas", "APPLIES", "Ember 61", "Project", "Concept")
+        concept = await rt.store.get_node(made)
+        live = await targets(rt.store)
+    assert concept is not None and concept.path == "Concepts/Ember 61.md"
+    assert f"engrama_id: {made}" in (vault / "Concepts/Ember 61.md").read_text(encoding="utf-8")
+    assert '"[[Concepts/Ember 61]]"' in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+    assert ("Projects/Atlas.md", "APPLIES", "Ember 61", "Concepts/Ember 61.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)

@@ -205,8 +205,19 @@ async def _links(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[tupl
     links: list[tuple[str, str]] = []
     for relation in relations:
         target = await rt.store.get_node(relation.target.id) or relation.target
+        if target.status == "active" and target.path is None and writes_notes(rt):
+            target = await _given_its_note(rt, target)
         links.append((relation.rel_type, await _link_text(rt, target)))
     return links
+
+
+async def _given_its_note(rt: Runtime, target: Node) -> Node:
+    """`target`, an entity made in the graph alone (a second client's write whose note is still queued), with
+    its note written now, so that a link can name that note. A bare `[[Name]]` written before the note exists
+    can lead to another note of that name (soak seed 4711), and a link that leads elsewhere is a relation the
+    vault does not hold. The queued write then finds the note and adds to it."""
+    written = await write_entity(rt, target.label, target.name, {}, None, (), target=target)
+    return await rt.store.get_node(written.id) or target
 
 
 def writes_notes(rt: Runtime) -> bool:
