@@ -215,7 +215,11 @@ async def _given_its_note(rt: Runtime, target: Node) -> Node:
     """`target`, an entity made in the graph alone (a second client's write whose note is still queued), with
     its note written now, so that a link can name that note. A bare `[[Name]]` written before the note exists
     can lead to another note of that name (soak seed 4711), and a link that leads elsewhere is a relation the
-    vault does not hold. The queued write then finds the note and adds to it."""
+    vault does not hold. The queued write then finds the note and adds to it. When another entity of its label
+    and name already has a note, that note is the one meant (`note_holder`)."""
+    holder = await note_holder(rt, target)
+    if holder is not None and holder is not target:
+        return holder
     written = await write_entity(rt, target.label, target.name, {}, None, (), target=target)
     return await rt.store.get_node(written.id) or target
 
