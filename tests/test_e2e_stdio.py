@@ -122,8 +122,12 @@ def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
 
 
 def _receive(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The next response; notifications the server may send meanwhile (`notifications/resources/list_changed`
+    when the first sync finds notes) are skipped, as a client does."""
     assert proc.stdout is not None
-    return json.loads(proc.stdout.readline())
+    while "id" not in (message := json.loads(proc.stdout.readline())):
+        assert message["method"].startswith("notifications/"), message
+    return message
 
 
 def test_a_2025_06_18_client_is_served_and_stdin_closing_stops_the_server(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -381,4 +382,82 @@ async def test_a_relation_to_an_entity_with_no_note_yet_links_to_that_entitys_ow
     assert f"engrama_id: {made}" in (vault / "Concepts/Ember 61.md").read_text(encoding="utf-8")
     assert '"[[Concepts/Ember 61]]"' in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
     assert ("Projects/Atlas.md", "APPLIES", "Ember 61", "Concepts/Ember 61.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)
+
+
+MAC_CAFE = unicodedata.normalize("NFD", "Café")  # how a Mac's HFS+ (and files synced from it) spell the name
+CAFE = unicodedata.normalize("NFC", "Café")  # how it is typed anywhere else
+
+
+async def test_a_name_in_either_unicode_form_is_one_name(vault: Path, db_path: Path, tmp_path: Path) -> None:
+    """A note named on a Mac spells `é` as `e` + a combining accent. `[[Café]]` typed elsewhere, and a tool
+    writing "Café", mean that note: before, the link made a second entity and `engrama_remember` created a
+    second note `Café.md` beside the person's."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    write(vault, f"Concepts/{MAC_CAFE}.md", "---\ntype: Concept\n---\nAn idea named on a Mac.\n")
+    write(vault, "Projects/Atlas.md", f"---\ntype: Project\n---\nSee [[{CAFE}]].\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        done = await remember(rt, "Concept", CAFE, observation="Written by the assistant.")
+        related = await relate(rt, MAC_CAFE, "RELATED_TO", "Atlas", source_label="Concept")
+        names = await rt.store.read(
+            lambda c: c.execute("select name from nodes where label = 'Concept'").fetchall()
+        )
+        live = await targets(rt.store)
+    assert sorted(p.name for p in (vault / "Concepts").iterdir()) == [
+        f"{MAC_CAFE}.md"
+    ]  # the file keeps its name
+    assert not done.created and done.path == f"Concepts/{MAC_CAFE}.md"
+    assert related.note_path == f"Concepts/{MAC_CAFE}.md"
+    assert [r[0] for r in names] == [CAFE]
+    note = (vault / f"Concepts/{MAC_CAFE}.md").read_text(encoding="utf-8")
+    assert "Written by the assistant." in note and "[[Atlas]]" in note
+    assert ("Projects/Atlas.md", "LINKS_TO", CAFE, f"Concepts/{MAC_CAFE}.md") in live
+    assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_database_from_before_composed_names_is_brought_up_to_them(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Migration 11: a database that kept a Mac-named note's name decomposed, and so sent `[[Café]]` typed
+    elsewhere to a stub, gets composed names and folded keys, and the link leads to the note, as a rebuild."""
+    from server.store import database, sync_sql
+    from server.store.clock import utc_now
+    from server.store.migrations import apply_migrations
+
+    write(vault, f"Concepts/{MAC_CAFE}.md", "---\ntype: Concept\n---\nAn idea named on a Mac.\n")
+    write(vault, "Projects/Atlas.md", f"---\ntype: Project\n---\nSee [[{CAFE}]].\n")
+    store = await GraphStore.open(db_path)
+    await VaultSync(vault, store, RULES, settle=0).sync_vault()
+    await store.close()
+    # The database as the code before wrote it: the name and keys as the file spells them, the link to a stub.
+    conn, _ = database.connect_sync(db_path, load_vec=False)
+    old = MAC_CAFE.casefold()
+    conn.execute("update nodes set name = ? where name = ?", (MAC_CAFE, CAFE))
+    conn.execute("update node_keys set key = replace(key, ?, ?)", (CAFE.casefold(), old))
+    conn.execute("update note_links set key = ? where key = ?", (CAFE.casefold(), CAFE.casefold()))
+    sync_sql.reresolve_links(conn, {CAFE.casefold()}, utc_now())
+    conn.execute("delete from schema_migrations where number = 11")
+    conn.commit()
+    stub = conn.execute(
+        "select t.status from edges e join nodes t on t.id = e.target where e.valid_to is null"
+    ).fetchall()
+    assert [r[0] for r in stub] == ["stub"]
+    assert apply_migrations(conn) == 1
+    conn.commit()
+    conn.close()
+    store = await GraphStore.open(db_path)
+    try:
+        live = await targets(store)
+        names = await store.read(
+            lambda c: [r[0] for r in c.execute("select name from nodes where status != 'stub'")]
+        )
+    finally:
+        await store.close()
+    assert sorted(names) == ["Atlas", CAFE]
+    assert ("Projects/Atlas.md", "LINKS_TO", CAFE, f"Concepts/{MAC_CAFE}.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)

@@ -23,6 +23,7 @@ from pathlib import Path
 from vault_sync.errors import VaultError
 from vault_sync.identify import read_id
 from vault_sync.model import FileState
+from vault_sync.names import fold
 from vault_sync.paths import TRASH_FOLDER, classify, to_rel
 from vault_sync.readers import OWED_ID
 from vault_sync.scan import StatEntry, scan_vault
@@ -101,11 +102,11 @@ def unseen_notes_named(root: Path, stems: Iterable[str], known: Mapping[str, Fil
 
     A tool about to create a note for an entity reconciles these first: the person may have just created
     that entity's note (Obsidian's new note, a rename), and the watcher may not have caught up yet."""
-    wanted = {stem.casefold() for stem in stems}
+    wanted = {fold(stem) for stem in stems}
     found = []
     for entry in scan_vault(root).notes:
         stem = entry.rel_path.rsplit("/", 1)[-1][:-3]
-        if stem.casefold() not in wanted:
+        if fold(stem) not in wanted:
             continue
         state = known.get(entry.rel_path)
         if (

@@ -17,6 +17,7 @@ from typing import Any
 from vault_sync.began import frontmatter_began
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
 from vault_sync.model import WIKILINK_REL, Link, ParsedNote
+from vault_sync.names import canonical
 from vault_sync.wikilinks import extract_wikilinks, relation_targets
 
 DEFAULT_LABEL = "Note"
@@ -139,9 +140,9 @@ def _name(meta: Mapping[str, Any], path: str) -> tuple[str, str | None]:
     for key in ("name", "title"):
         value = meta.get(key)
         if value is not None and str(value).strip():
-            return str(value).strip(), key
+            return canonical(str(value).strip()), key
     stem = path.rsplit("/", 1)[-1]
-    return (stem[:-3] if stem.lower().endswith(".md") else stem), None
+    return canonical(stem[:-3] if stem.lower().endswith(".md") else stem), None
 
 
 def _strings(value: Any) -> list[str]:

@@ -17,6 +17,7 @@ import yaml
 
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import FrontmatterSpan, decode_note, read_frontmatter, yaml_text
+from vault_sync.names import fold
 from vault_sync.parse import rel_type_of, relation_values
 from vault_sync.wikilinks import link_target
 from vault_sync.yaml_edit import (
@@ -54,7 +55,7 @@ def add_relation(data: bytes, rel_type: str, target: str) -> bytes:
             "the note's 'relations:' is not a map of RELATION_TYPE: targets; fix it in Obsidian"
         )
     relations = relations or {}
-    wanted = link_target(target).casefold()
+    wanted = fold(link_target(target))
     for existing, value in relations.items():
         if rel_type_of(existing) == rel_type_of(rel_type) and wanted in _folded(value):
             return data
@@ -84,7 +85,7 @@ def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
     relations = old.get(RELATIONS_KEY)
     if span is None or not isinstance(relations, dict):
         return data
-    wanted = link_target(target).casefold()
+    wanted = fold(link_target(target))
     kept: dict[Any, Any] = {}
     for key, value in relations.items():
         if rel_type_of(key) != rel_type_of(rel_type) or wanted not in _folded(value):
@@ -128,7 +129,7 @@ def _nl(span: FrontmatterSpan) -> str:
 
 
 def _folded(value: Any) -> set[str]:
-    return {link_target(t).casefold() for t in relation_values(value)}
+    return {fold(link_target(t)) for t in relation_values(value)}
 
 
 def _grown(relations: dict, rel_type: str, item: str) -> tuple[Any, dict]:

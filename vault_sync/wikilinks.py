@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from vault_sync.names import fold
+
 # Obsidian forbids `[` and `]` in note names, so a link's inner text never contains them. An embed's `!`
 # needs no matching: it points at the same note. (A pattern opening with a literal scans much faster.)
 _LINK = re.compile(r"\[\[([^\[\]\r\n]+)\]\]")
@@ -84,7 +86,7 @@ def extract_wikilinks(body: str) -> list[str]:
             part = _without_code_spans(part)
         for inner in _LINK.findall(part):
             target = link_target(inner)
-            folded = target.casefold()
+            folded = fold(target)
             if target and folded not in seen:
                 seen.add(folded)
                 targets.append(target)

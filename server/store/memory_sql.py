@@ -27,6 +27,7 @@ from server.store.sync_sql import (
     reresolve_links,
     reresolve_node_links,
 )
+from vault_sync.names import fold
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
 OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
@@ -48,7 +49,7 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
             f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
             "where k.key = ? and k.kind = 'alias' and n.label = ? and n.status = 'active' "
             "order by n.created_at limit 1",
-            (name.strip().casefold(), label),
+            (fold(name.strip()), label),
         ).fetchone()
     return None if row is None else row_to_node(row)
 
@@ -152,7 +153,7 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
     )
     conn.execute(
         "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
-        (name.strip().casefold(), node_id),
+        (fold(name.strip()), node_id),
     )
     return _node(conn, node_id), True
 

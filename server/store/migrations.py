@@ -9,7 +9,8 @@ from typing import Any
 
 import sqlean
 
-from server.store import passages_sql
+from server.store import passages_sql, sync_sql
+from server.store.clock import utc_now
 
 M001_CREATE_GRAPH = """
         create table meta (key text primary key, value text not null);
@@ -374,6 +375,12 @@ M010_NOTE_ROWS_EXACT = """
         alter table note_docs add column name text;
         alter table chunks add column repeats integer not null default 0;
 """
+# Names as the person sees them (issue 12: no second entity for one name). A note whose file was named on a Mac
+# (or synced from one) has a decomposed name (`e` + a combining accent); the same name typed anywhere else is
+# composed. Names are now stored composed and keys folded alike (`vault_sync.names`); `sync_sql.compose_names`
+# brings the rows written before up to that and re-resolves the links it changes. No statement of its own.
+M011_COMPOSED_NAMES = """
+"""
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -385,9 +392,13 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (8, "m008_brief", M008_BRIEF),
     (9, "m009_passages_once", M009_PASSAGES_ONCE),
     (10, "m010_note_rows_exact", M010_NOTE_ROWS_EXACT),
+    (11, "m011_composed_names", M011_COMPOSED_NAMES),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
-STEPS: dict[int, Callable[[Any], None]] = {10: passages_sql.fill_note_rows}
+STEPS: dict[int, Callable[[Any], None]] = {
+    10: passages_sql.fill_note_rows,
+    11: lambda conn: sync_sql.compose_names(conn, utc_now()),
+}
 
 
 def split_statements(script: str) -> list[str]:

@@ -13,6 +13,7 @@ from server.search.when import title_date
 from vault_sync.began import earliest, frontmatter_began, id_began, lenient_moment
 from vault_sync.identify import new_engrama_id
 from vault_sync.model import ParsedNote
+from vault_sync.names import fold
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def find_nodes(conn: Any, name: str, label: str | None = None, include_archived:
         group by n.id
         order by case n.status when 'active' then 0 when 'stub' then 1 else 2 end, rank, n.created_at
         """,
-        (name.strip().casefold(), *statuses, label, label),
+        (fold(name.strip()), *statuses, label, label),
     ).fetchall()
     return [row_to_node(r) for r in rows]
 
@@ -156,7 +157,7 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         )
         conn.execute(
             "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
-            (name.strip().casefold(), node_id),
+            (fold(name.strip()), node_id),
         )
         return node_id, True
     merged = {**json.loads(row["properties"] or "{}"), **properties}

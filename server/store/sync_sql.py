@@ -13,6 +13,7 @@ from typing import Any
 from server.store import history_sql, passages_sql, search_sql
 from server.store.nodes_sql import note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
+from vault_sync.names import canonical, fold
 
 STUB_LABEL = "Note"
 ARCHIVED = "archived"
@@ -63,10 +64,10 @@ def link_keys(path: str | None, name: str, aliases: Sequence[str]) -> list[tuple
     keys: list[tuple[str, str]] = []
     if path:
         without_ext = path[:-3] if path.lower().endswith(".md") else path
-        keys.append((without_ext.casefold(), "path"))
-        keys.append((without_ext.rsplit("/", 1)[-1].casefold(), "stem"))
-    keys.append((name.casefold(), "name"))
-    keys.extend((alias.casefold(), "alias") for alias in aliases if alias.strip())
+        keys.append((fold(without_ext), "path"))
+        keys.append((fold(without_ext.rsplit("/", 1)[-1]), "stem"))
+    keys.append((fold(name), "name"))
+    keys.extend((fold(alias), "alias") for alias in aliases if alias.strip())
     return list(dict.fromkeys(keys))
 
 
@@ -101,7 +102,7 @@ def link_key(target: str) -> tuple[str, str | None]:
     key = target.strip()
     if key.lower().endswith(".md"):
         key = key[:-3]
-    folded = key.casefold()
+    folded = fold(key)
     return folded, folded.rsplit("/", 1)[-1] if "/" in folded else None
 
 
@@ -145,7 +146,7 @@ def resolve_target(conn: Any, target: str, source_id: str, now: str) -> str:
         return found
     stub_id = str(uuid.uuid4())
     bare = target.strip()[:-3] if target.strip().lower().endswith(".md") else target.strip()
-    name = bare.rsplit("/", 1)[-1] or bare
+    name = canonical(bare.rsplit("/", 1)[-1] or bare)
     conn.execute(
         "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
         (stub_id, STUB_LABEL, name, now, now),
@@ -478,3 +479,35 @@ def archive_path(conn: Any, path: str, now: str) -> str | None:
     conn.execute("delete from note_links where source = ?", (node_id,))  # the note is gone; so are its links
     reresolve_node_links(conn, node_id, now)  # a deleted note is no longer a link target
     return node_id
+
+
+def compose_names(conn: Any, now: str) -> None:
+    """Migration 11's step: entity names stored composed and every key folded as `vault_sync.names` does now
+    (a name from a file named on a Mac was kept decomposed, so "Café" typed anywhere else never met it), then
+    the links whose keys changed resolved again, so the graph is what a rebuild from the vault gives."""
+    renamed = [
+        (canonical(r["name"]), r["id"])
+        for r in conn.execute("select id, name from nodes").fetchall()
+        if canonical(r["name"]) != r["name"]
+    ]
+    conn.executemany("update nodes set name = ? where id = ?", renamed)
+    changed: set[str] = set()
+    keys = conn.execute("select key, node_id, kind from node_keys").fetchall()
+    for r in keys:
+        if (key := fold(r["key"])) != r["key"]:
+            conn.execute(
+                "delete from node_keys where key = ? and node_id = ? and kind = ?",
+                (r["key"], r["node_id"], r["kind"]),
+            )
+            conn.execute(
+                "insert or ignore into node_keys (key, node_id, kind) values (?, ?, ?)",
+                (key, r["node_id"], r["kind"]),
+            )
+            changed.add(key)
+    links = conn.execute("select rowid, key, stem from note_links").fetchall()
+    for r in links:
+        key, stem = fold(r["key"]), fold(r["stem"]) if r["stem"] is not None else None
+        if (key, stem) != (r["key"], r["stem"]):
+            conn.execute("update note_links set key = ?, stem = ? where rowid = ?", (key, stem, r["rowid"]))
+            changed.update(k for k in (key, stem) if k is not None)
+    reresolve_links(conn, changed, now)

@@ -1,0 +1,23 @@
+"""When two names are one name: whatever their case (as Obsidian matches links) and whatever Unicode form their
+accents are in.
+
+A file named on a Mac's older file system (HFS+), or synced from one, spells `Café` as `Cafe` plus a combining
+accent (NFD); the same name typed anywhere else is one precomposed `é` (NFC). They look alike and are one name to
+the person, but not to a byte comparison: the graph held two entities called Café, and a tool writing "Café"
+created a second note beside the person's. So names are stored composed (`canonical`) and compared by `fold`.
+Paths are never changed: the file keeps the name the person's system gave it."""
+
+from __future__ import annotations
+
+import unicodedata
+
+
+def canonical(text: str) -> str:
+    """`text` composed (NFC): how an entity's name is stored and written."""
+    return unicodedata.normalize("NFC", text)
+
+
+def fold(text: str) -> str:
+    """The key names are compared by: case-folded and composed, so canonically equal names get one key (the
+    Unicode standard's canonical caseless match, D145)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
