@@ -461,3 +461,22 @@ async def test_a_database_from_before_composed_names_is_brought_up_to_them(
     assert sorted(names) == ["Atlas", CAFE]
     assert ("Projects/Atlas.md", "LINKS_TO", CAFE, f"Concepts/{MAC_CAFE}.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_name_differing_only_in_the_case_of_an_accented_letter_is_the_same_name(
+    vault: Path, db_path: Path
+) -> None:
+    """Obsidian matches `[[école]]` to `École.md`; so does a tool. SQLite's `nocase` folds ASCII letters only,
+    so "école" made a second note `école.md` beside the person's `École.md` (on a case-sensitive file system)."""
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    write(vault, "Concepts/École.md", "---\ntype: Concept\n---\nA school of thought.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        done = await remember(rt, "Concept", "école", observation="Written by the assistant.")
+        count = await rt.store.read(lambda c: c.execute("select count(*) from nodes").fetchone()[0])
+    assert not done.created and done.path == "Concepts/École.md" and count == 1
+    assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["École.md"]
+    assert "Written by the assistant." in (vault / "Concepts/École.md").read_text(encoding="utf-8")

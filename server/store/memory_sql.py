@@ -13,11 +13,13 @@ from typing import Any
 from server.store import history_sql
 from server.store.nodes_sql import (
     NODE_COLUMNS,
+    SAME_NAME,
     Node,
     edge_valid_on,
     find_nodes,
     merge_entity,
     row_to_node,
+    same_name,
     valid_on,
 )
 from server.store.sync_sql import (
@@ -40,9 +42,9 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
     widened to the aliases of a live node of that label, so `Postgres` merges into a `PostgreSQL` note
     that lists it under `aliases:`."""
     row = conn.execute(
-        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.status != 'archived' "
+        f"select {_COLUMNS} from nodes n where {SAME_NAME} and n.status != 'archived' "
         "and (n.label = ? or n.status = 'stub') order by n.status = 'stub', n.path is null, n.created_at limit 1",
-        (name.strip(), label),
+        (*same_name(name), label),
     ).fetchone()
     if row is None:
         row = conn.execute(
@@ -59,9 +61,9 @@ def live_namesake(conn: Any, label: str, name: str, excluding: str) -> Node | No
     one a write for `excluding` goes to when `excluding`'s own note is gone for good (a second note under that
     name would make two entities of one name)."""
     row = conn.execute(
-        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.label = ? and n.status = 'active' "
+        f"select {_COLUMNS} from nodes n where {SAME_NAME} and n.label = ? and n.status = 'active' "
         "and n.path is not null and n.id != ? order by n.created_at limit 1",
-        (name.strip(), label, excluding),
+        (*same_name(name), label, excluding),
     ).fetchone()
     return None if row is None else row_to_node(row)
 
@@ -69,9 +71,9 @@ def live_namesake(conn: Any, label: str, name: str, excluding: str) -> Node | No
 def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
     """The most recently archived node of `label` called `name` (a forgotten entity a write may revive)."""
     row = conn.execute(
-        f"select {_COLUMNS} from nodes n where n.name = ? collate nocase and n.label = ? "
+        f"select {_COLUMNS} from nodes n where {SAME_NAME} and n.label = ? "
         "and n.status = 'archived' order by n.updated_at desc limit 1",
-        (name.strip(), label),
+        (*same_name(name), label),
     ).fetchone()
     return None if row is None else row_to_node(row)
 

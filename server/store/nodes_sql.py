@@ -36,6 +36,16 @@ NODE_COLUMNS = (
 )
 
 
+# A node called `name`: its name equal but for ASCII case (the index `nodes_name`), or any case and Unicode form
+# by its name key (`vault_sync.names.fold`: "ÉCOLE" is "école", as in Obsidian's links). Parameters: `same_name`.
+SAME_NAME = "(n.name = ? collate nocase or n.id in (select k.node_id from node_keys k where k.key = ? and k.kind = 'name'))"
+
+
+def same_name(name: str) -> tuple[str, str]:
+    """The parameters of `SAME_NAME` for `name`."""
+    return name.strip(), fold(name.strip())
+
+
 def moment_width(as_of: str) -> int:
     """How many characters of a stored timestamp to compare with `as_of`: a date (10) covers its whole day."""
     return 10 if len(as_of) == 10 else 20
@@ -142,9 +152,9 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
 
     A stub of the same name is promoted instead of creating a second node. Returns (id, created)."""
     row = conn.execute(
-        "select id, properties, status from nodes where name = ? collate nocase and status != 'archived' "
+        f"select id, properties, status from nodes n where {SAME_NAME} and status != 'archived' "
         "and (label = ? or status = 'stub') order by status = 'stub', created_at limit 1",
-        (name.strip(), label),
+        (*same_name(name), label),
     ).fetchone()
     if row is None:
         node_id = new_engrama_id()
