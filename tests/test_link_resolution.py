@@ -480,3 +480,22 @@ async def test_a_name_differing_only_in_the_case_of_an_accented_letter_is_the_sa
     assert not done.created and done.path == "Concepts/École.md" and count == 1
     assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["École.md"]
     assert "Written by the assistant." in (vault / "Concepts/École.md").read_text(encoding="utf-8")
+
+
+async def test_a_file_name_with_stray_spaces_is_the_name_a_tool_gives(vault: Path, db_path: Path) -> None:
+    """A tool's name is trimmed with its inner spaces made one; a note's name now is too. `Topic .md` (a space
+    kept before `.md`) was the entity "Topic " and a write for "Topic" created a second note `Topic.md`."""
+    from server.runtime import open_runtime
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    write(vault, "Concepts/Topic .md", "---\ntype: Concept\n---\nA space before the extension.\n")
+    write(vault, "Concepts/Two.md", "---\ntype: Concept\nname: ' Two   words '\n---\nA padded name.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        first = await remember(rt, "Concept", "Topic", observation="Written by the assistant.")
+        second = await remember(rt, "Concept", "two words", observation="Written by the assistant.")
+        names = await rt.store.read(lambda c: sorted(r[0] for r in c.execute("select name from nodes")))
+    assert (first.path, second.path) == ("Concepts/Topic .md", "Concepts/Two.md")
+    assert names == ["Topic", "Two words"]
+    assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["Topic .md", "Two.md"]

@@ -5,7 +5,8 @@ A file named on a Mac's older file system (HFS+), or synced from one, spells `Ca
 accent (NFD); the same name typed anywhere else is one precomposed `é` (NFC). They look alike and are one name to
 the person, but not to a byte comparison: the graph held two entities called Café, and a tool writing "Café"
 created a second note beside the person's. So names are stored composed (`canonical`) and compared by `fold`.
-Paths are never changed: the file keeps the name the person's system gave it."""
+Names are also trimmed, with inner whitespace made one space, as a tool's name is. Paths are never changed: the
+file keeps the name the person's system gave it."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import unicodedata
 
 
 def canonical(text: str) -> str:
-    """`text` composed (NFC): how an entity's name is stored and written."""
-    return unicodedata.normalize("NFC", text)
+    """`text` composed (NFC), trimmed, its inner whitespace one space: how an entity's name is stored and written
+    (a tool's name is cleaned the same way, so `Topic .md` and "Topic" are one name)."""
+    return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
 def fold(text: str) -> str:
-    """The key names are compared by: case-folded and composed, so canonically equal names get one key (the
+    """The key names are compared by: `canonical`, then case-folded, so canonically equal names get one key (the
     Unicode standard's canonical caseless match, D145)."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", " ".join(text.split())).casefold())
