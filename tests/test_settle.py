@@ -341,3 +341,24 @@ def test_an_id_line_is_not_written_into_a_note_an_editor_began_saving_after_it_w
     reader.write_id(fresh, "01a209f8-e038-7345-8f96-54d466b3e1b9")
     assert read_id(note.read_bytes()) == "01a209f8-e038-7345-8f96-54d466b3e1b9"
     assert note.read_text(encoding="utf-8").endswith(edited)
+
+
+def test_an_empty_note_quiet_for_long_is_edited_only_once_the_graph_has_read_it_empty(vault: Path) -> None:
+    """Soak seed 77001: a tool's edit was written on top of an empty file, the moment of a save in place between
+    its truncate and its write, and the person's text went to an unlinked inode (every line of the note lost).
+    An empty file is edited only when the graph has read it empty as well, however old its mtime."""
+    from vault_sync.writer import Quiet, edit_note
+
+    note = vault / "Topic.md"
+    note.write_bytes(b"")
+    past = time.time() - 60
+    os.utime(note, (past, past))  # an mtime long past: by age alone it would look settled
+    st = os.stat(note)
+    with pytest.raises(NoteBusy):
+        edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(3, (120, st.st_mtime_ns - 10**9), 0.2))
+    with pytest.raises(NoteBusy):
+        edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(3, None, 0.2))
+    assert note.read_bytes() == b""
+    # The graph read it empty, as it is now: the person left the note empty, and a tool may write into it.
+    edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(3, (0, st.st_mtime_ns), 0.2))
+    assert note.read_bytes() == b"x\n"

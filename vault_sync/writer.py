@@ -123,6 +123,8 @@ def edit_note(
     for _ in range(max(attempts, 1)):
         data, st = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
         base = sha256_hex(data)
+        if not data:
+            log.info("%s is empty; the edit writes it from nothing (quiet rule: %s)", real_rel, quiet)
         if expected_checksum is not None and base != expected_checksum:
             log.info("%s changed since it was last read; editing the bytes now on disk", real_rel)
             expected_checksum = None
@@ -213,20 +215,34 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat
     """Read the note once it is quiet: judged on the stat taken with the very bytes read, so a save that
     starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read)."""
     deadline = time.monotonic() + quiet.wait
+    warned = False
     while True:
         data, st = _read_stable(real, rel)
         if st.st_size and quiet.seen == (st.st_size, st.st_mtime_ns):
             return data, st  # as the graph last read it: no save has started since (an empty file may be one)
         age = time.time() - st.st_mtime_ns / 1e9
-        if age >= quiet.settle or age < 0:  # a future mtime was not set by a save on this machine
+        settled = age >= quiet.settle or age < 0  # a future mtime was not set by a save on this machine
+        # An empty file is what a save in place looks like half way (truncated, not yet written): an edit on it
+        # would replace it and send the editor's text to an unlinked inode. So it is edited only once the
+        # graph has read it empty too (the person emptied the note and left it so), whatever its mtime says.
+        if settled and (st.st_size or quiet.seen == (0, st.st_mtime_ns)):
             return data, st
+        if settled and not warned:
+            warned = True
+            log.warning(
+                "%s is empty and the graph has not read it so (seen %s, mtime %.3f s ago); waiting, as for a "
+                "save in progress",
+                rel,
+                quiet.seen,
+                age,
+            )
         left = deadline - time.monotonic()
         if left <= 0:
             raise NoteBusy(
                 f"{rel} is being edited right now (it changed {age:.1f} s ago); engrama waited and wrote "
                 "nothing, so no keystroke is lost. Try again once the note has been left alone for a few seconds"
             )
-        time.sleep(min(quiet.settle - age, left, 0.25))
+        time.sleep(min(quiet.settle - age if not settled else 0.25, left, 0.25))
 
 
 def _edit_target(root: Path, rel: str) -> tuple[str, Path]:
