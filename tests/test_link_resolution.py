@@ -47,6 +47,10 @@ async def synced(
     return live
 
 
+async def rows(store: GraphStore, sql: str) -> list[tuple[object, ...]]:
+    return await store.read(lambda c: [tuple(r) for r in c.execute(sql).fetchall()])
+
+
 def write(vault: Path, rel: str, text: str) -> None:
     (vault / rel).parent.mkdir(parents=True, exist_ok=True)
     (vault / rel).write_text(text, encoding="utf-8")
@@ -260,10 +264,8 @@ async def test_a_relation_from_the_file_name_of_an_archived_entity_makes_that_en
             lambda c: c.execute("select id from nodes where path = 'Concepts/Delta 88.md'").fetchone()[0]
         )
         done = await relate(rt, "Delta 88", "RELATED_TO", "Ember", source_label="Concept")
-        named = await rt.store.read(
-            lambda c: c.execute(
-                "select id, status from nodes where label = 'Concept' and name = 'Borealis'"
-            ).fetchall()
+        named = await rows(
+            rt.store, "select id, status from nodes where label = 'Concept' and name = 'Borealis'"
         )
         live = await targets(rt.store)
     assert done.source_id == archived and done.revived == ("Borealis",)
@@ -333,10 +335,8 @@ async def test_reviving_an_entity_whose_note_is_gone_writes_into_the_live_note_o
             write(vault, "Projects/Cedar.md", "---\ntype: Concept\n---\nAnother note at that path.\n")
         await sync.sync_vault()
         done = await relate(rt, "Cedar", "RELATED_TO", "Fjord", source_label="Project")
-        lumens = await rt.store.read(
-            lambda c: c.execute(
-                "select status from nodes where label = 'Project' and name = 'Lumen' order by status"
-            ).fetchall()
+        lumens = await rows(
+            rt.store, "select status from nodes where label = 'Project' and name = 'Lumen' order by status"
         )
         live = await targets(rt.store)
     assert sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md")) == [
