@@ -499,3 +499,27 @@ async def test_a_file_name_with_stray_spaces_is_the_name_a_tool_gives(vault: Pat
     assert (first.path, second.path) == ("Concepts/Topic .md", "Concepts/Two.md")
     assert names == ["Topic", "Two words"]
     assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["Topic .md", "Two.md"]
+
+
+async def test_a_tool_write_by_a_notes_file_name_goes_into_that_note(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """`Atlas.md` says `name: Atlas Project`. Obsidian shows it as Atlas, and `[[Atlas]]` leads there; relating
+    "Atlas" already wrote into it. Remembering "Atlas" created `Atlas 2.md`, a second entity the person's links
+    never reach. A tool's name now reaches a note by its file name too, after its name and aliases."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.services.remember import remember
+    from server.settings import Settings
+
+    write(vault, "Concepts/Atlas.md", "---\ntype: Concept\nname: Atlas Project\n---\nThe person's note.\n")
+    write(vault, "Concepts/Other.md", "---\ntype: Concept\n---\nSee [[Atlas]].\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        related = await relate(rt, "Atlas", "RELATED_TO", "Other", source_label="Concept")
+        done = await remember(rt, "Concept", "Atlas", observation="Written by the assistant.")
+        live = await targets(rt.store)
+    assert related.note_path == done.path == "Concepts/Atlas.md" and not done.created
+    assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["Atlas.md", "Other.md"]
+    assert "Written by the assistant." in (vault / "Concepts/Atlas.md").read_text(encoding="utf-8")
+    assert live == await rebuilt(vault, tmp_path, 0)

@@ -40,19 +40,21 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
 
     The rule of `nodes_sql.merge_entity` (same name, case-insensitive, and the same label or a stub),
     widened to the aliases of a live node of that label, so `Postgres` merges into a `PostgreSQL` note
-    that lists it under `aliases:`."""
+    that lists it under `aliases:`, and then to its file name, as a link `[[Atlas]]` reaches `Atlas.md`
+    whatever its `name:` says (Obsidian shows a note by its file name; a relation already went there)."""
     row = conn.execute(
         f"select {_COLUMNS} from nodes n where {SAME_NAME} and n.status != 'archived' "
         "and (n.label = ? or n.status = 'stub') order by n.status = 'stub', n.path is null, n.created_at limit 1",
         (*same_name(name), label),
     ).fetchone()
-    if row is None:
-        row = conn.execute(
-            f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
-            "where k.key = ? and k.kind = 'alias' and n.label = ? and n.status = 'active' "
-            "order by n.created_at limit 1",
-            (fold(name.strip()), label),
-        ).fetchone()
+    for kind, order in (("alias", "n.created_at"), ("stem", "length(n.path), n.path")):
+        if row is None:
+            row = conn.execute(
+                f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
+                f"where k.key = ? and k.kind = '{kind}' and n.label = ? and n.status = 'active' "
+                f"order by {order} limit 1",
+                (fold(name.strip()), label),
+            ).fetchone()
     return None if row is None else row_to_node(row)
 
 
