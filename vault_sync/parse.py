@@ -140,7 +140,7 @@ def _name(meta: Mapping[str, Any], path: str) -> tuple[str, str | None]:
     for key in ("name", "title"):
         value = meta.get(key)
         if value is not None and str(value).strip():
-            return canonical(str(value).strip()), key
+            return canonical(str(value)), key
     stem = path.rsplit("/", 1)[-1]
     return canonical(stem[:-3] if stem.lower().endswith(".md") else stem), None
 

@@ -242,7 +242,8 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat
                 f"{rel} is being edited right now (it changed {age:.1f} s ago); engrama waited and wrote "
                 "nothing, so no keystroke is lost. Try again once the note has been left alone for a few seconds"
             )
-        time.sleep(min(quiet.settle - age if not settled else 0.25, left, 0.25))
+        pause = 0.25 if settled else quiet.settle - age
+        time.sleep(min(pause, left, 0.25))
 
 
 def _edit_target(root: Path, rel: str) -> tuple[str, Path]:

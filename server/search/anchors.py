@@ -23,7 +23,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from server.search.fts_query import STOPWORDS, word_matches
-from vault_sync.names import fold as name_key
+from vault_sync.names import fold
 
 MAX_PHRASE_WORDS = 8  # longer titles are rare, and a question holding one is matched by its words anyway
 MAX_QUESTION_WORDS = 64  # a pasted passage is searched by its words; its first lines may still name notes
@@ -38,11 +38,6 @@ class Phrases:
 
     whole: str | None
     runs: dict[str, bool]  # casefolded phrase -> whether it is one word written with a capital mid-sentence
-
-
-def fold(text: str) -> str:
-    """A name as link keys store it: NFC, casefolded, inner whitespace collapsed."""
-    return " ".join(name_key(text).split())
 
 
 def phrases(question: str) -> Phrases:

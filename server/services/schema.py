@@ -88,7 +88,7 @@ def single_label(labels: frozenset[str]) -> str | None:
 
 def require_name(name: str, what: str = "name") -> str:
     """The entity name trimmed; ServiceError for names that cannot be a note title or a wikilink."""
-    cleaned = canonical(" ".join(name.split())) if isinstance(name, str) else ""
+    cleaned = canonical(name) if isinstance(name, str) else ""
     if not cleaned:
         raise ServiceError(f"{what} must not be empty; give the entity's name, e.g. 'SQLite'")
     if "\n" in name.strip() or "\r" in name.strip():

@@ -53,7 +53,7 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
                 f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
                 f"where k.key = ? and k.kind = '{kind}' and n.label = ? and n.status = 'active' "
                 f"order by {order} limit 1",
-                (fold(name.strip()), label),
+                (fold(name), label),
             ).fetchone()
     return None if row is None else row_to_node(row)
 
@@ -157,7 +157,7 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
     )
     conn.execute(
         "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
-        (fold(name.strip()), node_id),
+        (fold(name), node_id),
     )
     return _node(conn, node_id), True
 

@@ -13,7 +13,7 @@ from server.search.when import title_date
 from vault_sync.began import earliest, frontmatter_began, id_began, lenient_moment
 from vault_sync.identify import new_engrama_id
 from vault_sync.model import ParsedNote
-from vault_sync.names import fold
+from vault_sync.names import canonical, fold
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ SAME_NAME = "(n.name = ? collate nocase or n.id in (select k.node_id from node_k
 
 
 def same_name(name: str) -> tuple[str, str]:
-    """The parameters of `SAME_NAME` for `name`."""
-    return name.strip(), fold(name.strip())
+    """The parameters of `SAME_NAME` for `name`: as names are stored, and its key."""
+    return canonical(name), fold(name)
 
 
 def moment_width(as_of: str) -> int:
@@ -135,7 +135,7 @@ def find_nodes(conn: Any, name: str, label: str | None = None, include_archived:
         group by n.id
         order by case n.status when 'active' then 0 when 'stub' then 1 else 2 end, rank, n.created_at
         """,
-        (fold(name.strip()), *statuses, label, label),
+        (fold(name), *statuses, label, label),
     ).fetchall()
     return [row_to_node(r) for r in rows]
 
@@ -167,7 +167,7 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         )
         conn.execute(
             "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
-            (fold(name.strip()), node_id),
+            (fold(name), node_id),
         )
         return node_id, True
     merged = {**json.loads(row["properties"] or "{}"), **properties}

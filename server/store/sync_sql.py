@@ -491,23 +491,23 @@ def compose_names(conn: Any, now: str) -> None:
         if canonical(r["name"]) != r["name"]
     ]
     conn.executemany("update nodes set name = ? where id = ?", renamed)
-    changed: set[str] = set()
-    keys = conn.execute("select key, node_id, kind from node_keys").fetchall()
-    for r in keys:
-        if (key := fold(r["key"])) != r["key"]:
-            conn.execute(
-                "delete from node_keys where key = ? and node_id = ? and kind = ?",
-                (r["key"], r["node_id"], r["kind"]),
-            )
-            conn.execute(
-                "insert or ignore into node_keys (key, node_id, kind) values (?, ?, ?)",
-                (key, r["node_id"], r["kind"]),
-            )
-            changed.add(key)
-    links = conn.execute("select rowid, key, stem from note_links").fetchall()
-    for r in links:
+    keys = [
+        (r["key"], r["node_id"], r["kind"], fold(r["key"]))
+        for r in conn.execute("select key, node_id, kind from node_keys").fetchall()
+        if fold(r["key"]) != r["key"]
+    ]
+    conn.executemany(
+        "delete from node_keys where key = ? and node_id = ? and kind = ?", [k[:3] for k in keys]
+    )
+    conn.executemany(
+        "insert or ignore into node_keys (key, node_id, kind) values (?, ?, ?)",
+        [(k[3], k[1], k[2]) for k in keys],
+    )
+    links = []
+    for r in conn.execute("select rowid, key, stem from note_links").fetchall():
         key, stem = fold(r["key"]), fold(r["stem"]) if r["stem"] is not None else None
         if (key, stem) != (r["key"], r["stem"]):
-            conn.execute("update note_links set key = ?, stem = ? where rowid = ?", (key, stem, r["rowid"]))
-            changed.update(k for k in (key, stem) if k is not None)
+            links.append((key, stem, r["rowid"]))
+    conn.executemany("update note_links set key = ?, stem = ? where rowid = ?", links)
+    changed = {k[3] for k in keys} | {k for key, stem, _ in links for k in (key, stem) if k is not None}
     reresolve_links(conn, changed, now)
