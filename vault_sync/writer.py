@@ -17,15 +17,18 @@ watcher sees the change. Links whose real path lies outside the vault are refuse
 
 Known limits: `os.replace` gives the note a new inode, so other hard links to it keep the old bytes, and
 extended attributes / ACLs are not carried over (permission bits are; the owner too, where we may set it).
-The re-read that guards the swap and the swap itself are two system calls; an edit by *another program*
-landing in the microseconds between them is lost, a window no portable API closes. Within this process the
-window is closed: the re-read and the replace happen under one lock (`_SWAP`), so two tool calls editing one
-note at once (each write runs in a thread) re-base on each other instead of the second replacing the first.
+The re-read that guards the swap and the swap itself are two system calls; within this process they happen
+under one lock (`_SWAP`), so two tool calls editing one note at once (each write runs in a thread) re-base on
+each other instead of the second replacing the first. Another program can still open the note between them,
+and an editor saving in place then writes into the file the swap replaced: on POSIX that file is kept open and
+watched for a few seconds (`orphans`), and what an editor writes into it is put back into the note with the
+edit applied again (`_recover`), or, when the note changed otherwise meanwhile, into a conflict copy beside it.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import stat
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from vault_sync import orphans
 from vault_sync.checksum import sha256_hex
 from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, VaultError
 from vault_sync.model import FileState
@@ -43,8 +47,9 @@ from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, 
 log = logging.getLogger(__name__)
 
 # Held from the re-read that guards a swap to the replace: this process's edits of a note never interleave
-# there (the step takes a read of one note and a rename; edits of other notes wait that long at most).
-_SWAP = threading.Lock()
+# there (the step takes a read of one note and a rename; edits of other notes wait that long at most). Putting
+# back an editor's text (`_recover`) holds it throughout, so no edit lands between its re-read and its swap.
+_SWAP = threading.RLock()
 
 MAX_NOTE_BYTES = (
     10 * 1024 * 1024
@@ -131,7 +136,7 @@ def edit_note(
         new = edit(data)
         if new == data:
             return WriteResult(real_rel, base, _file_state(real_rel, data, st), changed=False)
-        state = _swap_in(real, real_rel, new, base, st)
+        state = _swap_in(real, real_rel, new, base, st, edit)
         if state is not None:
             return WriteResult(real_rel, base, state, changed=True)
         log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
@@ -272,6 +277,13 @@ def _file_state(rel: str, data: bytes, st: os.stat_result) -> FileState:
 
 def _read_stable(real: Path, rel: str) -> tuple[bytes, os.stat_result]:
     """Read a file whose size and mtime are the same before and after the read (retrying a few times)."""
+    fd, data, st = _read_kept(real, rel)
+    os.close(fd)
+    return data, st
+
+
+def _read_kept(real: Path, rel: str) -> tuple[int, bytes, os.stat_result]:
+    """`_read_stable`, keeping the file open: (descriptor, bytes, stat); the caller closes the descriptor."""
     for _ in range(_READ_ATTEMPTS):
         fd = _open_for_read(real, rel)
         try:
@@ -280,13 +292,15 @@ def _read_stable(real: Path, rel: str) -> tuple[bytes, os.stat_result]:
             with os.fdopen(fd, "rb", closefd=False) as stream:
                 data = stream.read(MAX_NOTE_BYTES + 1)
             after = os.fstat(fd)
-        finally:
+            _check_readable(after, rel)
+        except BaseException:
             os.close(fd)
-        _check_readable(after, rel)
+            raise
         # An editor saving in place while we read shows up as a changed size or mtime: read again.
         unchanged = (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
         if unchanged and len(data) == after.st_size:
-            return data, after
+            return fd, data, after
+        os.close(fd)
     raise ConcurrentEdit(f"{rel} kept changing while engrama read it; try again when the editor has saved it")
 
 
@@ -317,37 +331,176 @@ def _check_readable(st: os.stat_result, rel: str) -> None:
         )
 
 
-def _swap_in(real: Path, rel: str, new: bytes, base: str, st: os.stat_result) -> FileState | None:
-    """Replace `real` by `new` if it still holds the bytes with checksum `base`; None when it changed."""
+def _swap_in(
+    real: Path,
+    rel: str,
+    new: bytes,
+    base: str,
+    st: os.stat_result,
+    edit: Callable[[bytes], bytes] | None = None,
+) -> FileState | None:
+    """Replace `real` by `new` if it still holds the bytes with checksum `base`; None when it changed.
+
+    The replaced file is then watched (`orphans`): an editor that had opened it for a save in place just
+    before the swap writes into it, and those bytes are put back into the note, through `edit` again."""
     tmp, tmp_st = _write_temp(
         real.parent, new, new_mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid)
     )
     try:
         with _SWAP:
-            if not _replace_if_unchanged(real, rel, tmp, base):
+            replaced = _replace_if_unchanged(real, rel, tmp, base)
+            if replaced is None:
                 return None
     finally:
         _remove_quietly(tmp)  # after a successful replace the name is gone and this does nothing
     _fsync_folder(real.parent)
     # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
-    return _file_state(rel, new, tmp_st)
+    written = _file_state(rel, new, tmp_st)
+    fd, seen = replaced
+    if fd >= 0:
+        ours = written.checksum
+        seq = _record_swap(real, base, ours, edit)
+        orphans.WATCHER.watch(fd, rel, seen, lambda data: _recover(real, rel, seq, ours, edit, data))
+    return written
 
 
-def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> bool:
-    """Put `tmp` in place of `real` if `real` still holds the bytes with checksum `base` (under `_SWAP`)."""
+def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> tuple[int, tuple[int, int]] | None:
+    """Put `tmp` in place of `real` if `real` still holds the bytes with checksum `base` (under `_SWAP`).
+
+    Returns the replaced file, still open, with the (size, mtime) it was read at: a descriptor to watch
+    (`orphans`), or -1 where nothing is watched (not POSIX; the file still has another name). None when the
+    note changed."""
     try:
-        current, _ = _read_stable(real, rel)
+        fd, current, st = _read_kept(real, rel)
     except FileNotFoundError:
         raise ConcurrentEdit(
             f"{rel} was moved or deleted while engrama edited it; nothing was written"
         ) from None
     if sha256_hex(current) != base:
-        return False
+        os.close(fd)
+        return None
+    if not orphans.SUPPORTED:  # Windows replaces no open file
+        os.close(fd)
+        fd = -1
     try:
         os.replace(tmp, real)
     except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
         raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
-    return True
+    if fd >= 0 and os.fstat(fd).st_nlink > 0:  # another name still reaches it (a hard link): nothing is lost
+        os.close(fd)
+        fd = -1
+    return fd, (st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class _Swap:
+    """One swap this process made: the note's bytes went from checksum `base` to `ours` through `edit`."""
+
+    seq: int  # the order swaps were made in (checksums recur: a note emptied twice)
+    base: str
+    ours: str
+    edit: Callable[[bytes], bytes] | None
+    at: float
+
+
+# Recent swaps per note (real path), oldest first, kept while a file they replaced may still be watched: the
+# bytes an editor saved into a replaced file are put back through every edit made on top of it since.
+_SWAPS: dict[str, list[_Swap]] = {}
+_SWAPS_LOCK = threading.Lock()
+_SWAP_SEQ = itertools.count(1)
+
+
+def _record_swap(real: Path, base: str, ours: str, edit: Callable[[bytes], bytes] | None) -> int:
+    now = time.monotonic()
+    seq = next(_SWAP_SEQ)
+    with _SWAPS_LOCK:
+        for key in [k for k, swaps in _SWAPS.items() if swaps[-1].at < now - orphans.LONGEST - 1]:
+            del _SWAPS[key]
+        swaps = [s for s in _SWAPS.get(str(real), []) if s.at >= now - orphans.LONGEST - 1]
+        _SWAPS[str(real)] = [*swaps, _Swap(seq, base, ours, edit, now)]
+    return seq
+
+
+def _swaps_after(real: Path, seq: int, ours: str) -> list[_Swap]:
+    """The swaps made on top of swap `seq` (which wrote the bytes with checksum `ours`), one after the other."""
+    with _SWAPS_LOCK:
+        swaps = list(_SWAPS.get(str(real), []))
+    chain: list[_Swap] = []
+    for swap in swaps:
+        if swap.seq > seq and swap.base == ours:
+            chain.append(swap)
+            ours = swap.ours
+    return chain
+
+
+def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> bytes:
+    if edit is None:
+        return data
+    try:
+        return edit(data)
+    except Exception as exc:  # a malformed note, say: the person's text as they saved it wins
+        log.warning(
+            "%s: an edit does not apply to the text the editor saved (%s); keeping that text", rel, exc
+        )
+        return data
+
+
+def _recover(
+    real: Path, rel: str, seq: int, ours: str, edit: Callable[[bytes], bytes] | None, data: bytes
+) -> None:
+    """Put back the bytes an editor saved into the file a swap had just replaced (`orphans`).
+
+    The note gets `edit(data)`, as a re-based edit would have written, with every edit this process swapped in
+    on top of that swap since applied again in turn, provided it holds what the last of them wrote. When the
+    note changed otherwise (another program saved it), the editor's bytes go to a conflict copy beside it,
+    listed for the person like a sync tool's (`paths.conflict_original`). An empty file is a save that never
+    came: the note keeps what the swap wrote."""
+    if not data:
+        log.info(
+            "%s: the replaced file was truncated and never written; the note is kept as engrama wrote it", rel
+        )
+        return
+    with _SWAP:  # no edit of this process lands between the re-read and the swap
+        chain = _swaps_after(real, seq, ours)
+        edits = [edit, *(swap.edit for swap in chain)]
+
+        def again(text: bytes) -> bytes:
+            for each in edits:
+                text = _applied(each, text, rel)
+            return text
+
+        expected = chain[-1].ours if chain else ours
+        new = again(data)
+        if sha256_hex(new) == expected:
+            return  # the editor saved what the note already holds
+        try:
+            if _swap_in(real, rel, new, expected, os.stat(real), again) is not None:
+                log.warning("%s: the editor's text is back in the note, with engrama's edits on it", rel)
+                return
+        except (OSError, VaultError) as exc:
+            log.warning("%s: could not put the editor's text back into the note: %s", rel, exc)
+    copy = _conflict_copy(real, data)
+    log.warning("%s changed again meanwhile; the text the editor saved is kept in %s", rel, copy.name)
+
+
+def _conflict_copy(real: Path, data: bytes) -> Path:
+    """Write `data` beside `real` under a conflict-copy name the sync lists and never indexes as a note."""
+    stamp = time.strftime("%Y-%m-%d %H%M%S")
+    tmp, _ = _write_temp(real.parent, data, new_mode=None)
+    try:
+        for n in range(1, 100):
+            extra = f" {n}" if n > 1 else ""
+            copy = real.with_name(f"{real.stem} (engrama conflicted copy {stamp}{extra}).md")
+            try:
+                _link_new(tmp, copy, copy.name, data)
+                return copy
+            except NoteExists:
+                continue
+        raise VaultError(f"no free conflict-copy name beside {real.name}")
+    finally:
+        _remove_quietly(tmp)
 
 
 def _write_temp(

@@ -1,0 +1,180 @@
+"""An editor's save into a file a tool's swap had just replaced is put back (vault_sync.orphans).
+
+A save in place opens the note, truncates it and writes it a moment later. When engrama's compare-and-swap
+replaces the note in between, the editor's text goes into a file no name points to. These tests open the note
+"as the editor" at that moment and check the text reaches the note (or a conflict copy), never a lost inode."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from vault_sync import orphans
+from vault_sync.paths import classify, conflict_original
+from vault_sync.writer import edit_note
+
+pytestmark = pytest.mark.skipif(not orphans.SUPPORTED, reason="replaced files are watched on POSIX only")
+
+MARK = b"- engrama's observation\n"
+
+
+def add_mark(data: bytes) -> bytes:
+    return data if MARK in data else data + MARK
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd")) if Path("/proc/self/fd").is_dir() else 0
+
+
+def kept_aside(vault: Path) -> str:
+    return "".join(p.read_text() for p in vault.glob("*conflicted copy*"))
+
+
+def editor_truncating_during(note: Path, holder: dict[str, object]) -> Callable[[bytes], bytes]:
+    """The tool's edit; the first time it runs, the person's editor starts a save in place (open, truncate)."""
+
+    def edit(data: bytes) -> bytes:
+        if "editor" not in holder:
+            holder["editor"] = open(note, "wb")  # noqa: SIM115 - the editor keeps it open past this call
+        return add_mark(data)
+
+    return edit
+
+
+def test_an_editors_save_into_the_replaced_file_is_put_back_into_the_note(tmp_path: Path) -> None:
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nThe person's first line.\n")
+    holder: dict[str, object] = {}
+    # No quiet rule: the swap itself is what races the editor here.
+    result = edit_note(tmp_path, "Topic.md", editor_truncating_during(note, holder))
+    assert result.changed
+    saved = b"# Topic\nThe person's first line.\nAnd the line they just typed.\n"
+    editor = holder["editor"]
+    editor.write(saved)  # type: ignore[attr-defined]
+    editor.close()  # type: ignore[attr-defined]
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(saved)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+def test_when_the_note_changed_again_the_editors_text_goes_to_a_conflict_copy(tmp_path: Path) -> None:
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"The person's first line.\n")
+    holder: dict[str, object] = {}
+    edit_note(tmp_path, "Topic.md", editor_truncating_during(note, holder))
+    other = tmp_path / ".other.tmp"
+    other.write_bytes(b"Another program's version.\n")
+    os.replace(other, note)  # the note changes again (a sync tool, say) before the editor's text arrives
+    saved = b"The person's first line.\nTheir second line.\n"
+    editor = holder["editor"]
+    editor.write(saved)  # type: ignore[attr-defined]
+    editor.close()  # type: ignore[attr-defined]
+    wait_for(lambda: len(list(tmp_path.glob("*conflicted copy*"))) == 1)
+    (copy,) = tmp_path.glob("*conflicted copy*")
+    assert copy.read_bytes() == saved
+    rel = copy.name
+    assert classify(rel) == "conflict" and conflict_original(rel) == "Topic.md"
+    assert note.read_bytes() == b"Another program's version.\n"
+
+
+def test_a_save_that_truncated_and_never_wrote_leaves_the_note_as_the_tool_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orphans, "LONGEST", 0.5)
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"The person's line.\n")
+    holder: dict[str, object] = {}
+    edit_note(tmp_path, "Topic.md", editor_truncating_during(note, holder))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    holder["editor"].close()  # type: ignore[attr-defined]
+    assert note.read_bytes() == add_mark(b"")  # what the re-based edit wrote: never emptied by the watch
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+def test_a_replaced_file_nobody_writes_into_is_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orphans, "WATCH", 0.2)
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    before = open_fds()
+    for n in range(5):
+        (tmp_path / f"N{n}.md").write_bytes(b"text\n")
+        edit_note(tmp_path, f"N{n}.md", add_mark)
+    assert orphans.WATCHER.pending() == 5
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert open_fds() == before
+    assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
+
+
+def test_a_hard_linked_note_is_not_watched(tmp_path: Path) -> None:
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"text\n")
+    os.link(note, tmp_path / "elsewhere.txt")  # the old bytes stay reachable under that name
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    edit_note(tmp_path, "Topic.md", add_mark)
+    assert orphans.WATCHER.pending() == 0
+
+
+def test_saves_in_place_racing_tool_edits_lose_no_line(tmp_path: Path) -> None:
+    """An editor saving in place (a gap between truncate and write, or none) while a tool edits the note over
+    and over, with no quiet rule to keep them apart: every line the editor wrote ends up in the note."""
+    note = tmp_path / "Race.md"
+    note.write_bytes(b"line 0\n")
+    rng = random.Random(20261125)
+    lines = ["line 0"]
+    stop = threading.Event()
+
+    def editor() -> None:
+        try:
+            for n in range(1, 41):
+                text = note.read_text()
+                lines.append(f"line {n}")
+                with open(note, "w") as handle:  # open, truncate ...
+                    handle.flush()
+                    time.sleep(rng.choice([0.0, 0.0, 0.002, 0.02]))
+                    handle.write(text + f"line {n}\n")  # ... and the text a moment later
+                time.sleep(0.01)
+                # the next save starts from the note as the editor shows it: with this line, once it is back
+                wait_for(lambda line=f"line {n}\n": line in note.read_text() + kept_aside(tmp_path), 5.0)
+        finally:
+            stop.set()
+
+    thread = threading.Thread(target=editor)
+    thread.start()
+    edits = 0
+    while not stop.is_set():
+        try:
+            edit_note(
+                tmp_path,
+                "Race.md",
+                lambda data: data + b"- tool\n" if not data.endswith(b"- tool\n") else data,
+            )
+            edits += 1
+        except (
+            Exception
+        ):  # ConcurrentEdit when it keeps changing: the tool gives up, the editor's text is safe
+            pass
+        time.sleep(0.003)
+    thread.join()
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    final = note.read_text().splitlines()
+    text = "\n".join(final)
+    missing = [line for line in lines if line not in final]
+    assert edits > 10
+    assert missing == [], f"{missing} lost; the note now:\n{text}"
+    # Only the editor and the tool touch the note: every put-back goes into it, through the tool's later edits.
+    assert kept_aside(tmp_path) == ""

@@ -1,0 +1,166 @@
+"""Watching the files a swap replaced, so an editor's late write into one of them is not lost.
+
+`os.replace` gives a note a new inode. An editor that opened the old one just before (a save in place: open,
+truncate, write) still writes into it, and those bytes land in a file no name points to: the person's text is
+gone the moment the editor closes it. The writer's quiet rule keeps tool edits away from notes being saved, but
+the re-read that guards a swap and the swap itself are two system calls, and a save can start between them.
+
+So on POSIX the writer keeps the replaced file open for a while after each swap (`watch`). Its bytes stay
+readable through that descriptor however it was unlinked. A background thread looks at each one every
+`POLL` seconds; when one changed since the swap (an editor wrote into it) and has then been still for
+`STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._recover`). A
+file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`.
+
+Windows cannot replace a file that is open, and there a replaced file's name keeps pointing to the editor's
+handle until it closes; nothing is watched there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+POLL = 0.05
+STILL = 0.3  # an editor's write is taken as finished once the file has been still this long
+WATCH = 3.0  # how long a replaced file is watched when nothing writes into it (the sync's settle window)
+LONGEST = 30.0  # however long an editor keeps writing into it
+MAX_WATCHED = 256  # descriptors held at once at most; the oldest is let go first
+SUPPORTED = os.name == "posix"
+
+
+@dataclass
+class _Watched:
+    fd: int
+    rel: str
+    state: tuple[int, int]  # (size, mtime_ns) as last looked at
+    recovered: Callable[[bytes], None]
+    until: float  # let go by then when nothing was written into it
+    stop_by: float  # let go by then in any case (after one last look)
+    changed_at: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Watcher:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[_Watched] = []
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def watch(self, fd: int, rel: str, seen: tuple[int, int], recovered: Callable[[bytes], None]) -> None:
+        """Own `fd` (the file a swap just replaced at `rel`, read at `seen` before the swap) from now on."""
+        now = time.monotonic()
+        item = _Watched(fd, rel, seen, recovered, now + WATCH, now + LONGEST)
+        with self._lock:
+            self._items.append(item)
+            for old in self._items[:-MAX_WATCHED]:  # too many at once: the oldest get their last look now
+                old.stop_by = old.until = now
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="engrama-orphans", daemon=True)
+                self._thread.start()
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def settle_all(self) -> None:
+        """One last look at every watched file, recovering what was written into them (process exit)."""
+        with self._lock:
+            items, self._items = self._items, []
+        for item in items:
+            self._look(item, time.monotonic(), final=True)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(POLL)
+            with self._lock:
+                items = list(self._items)
+                if not items:
+                    self._thread = None
+                    return
+            now = time.monotonic()
+            done = [item for item in items if self._look(item, now)]
+            if done:
+                with self._lock:
+                    self._items = [item for item in self._items if item not in done]
+
+    def _look(self, item: _Watched, now: float, final: bool = False) -> bool:
+        """Look at one watched file; True when it is done with (recovered or let go, descriptor closed)."""
+        with item.lock:
+            return self._look_locked(item, now, final)
+
+    def _look_locked(self, item: _Watched, now: float, final: bool) -> bool:
+        if item.fd < 0:
+            return True
+        try:
+            st = os.fstat(item.fd)
+        except OSError:
+            self._close(item)
+            return True
+        state = (st.st_size, st.st_mtime_ns)
+        if state != item.state:
+            item.state, item.changed_at = state, now
+        if item.changed_at is not None:  # an editor wrote into it after engrama had read it for the swap
+            # Empty: truncated by a save in place whose text has not come yet; it is waited for (to `stop_by`).
+            finished = state[0] > 0 and now - item.changed_at >= STILL
+            if final or finished or now >= item.stop_by:
+                self._recover(item)
+                return True
+            return False
+        if final or now >= item.until:
+            self._close(item)
+            return True
+        return False
+
+    def _recover(self, item: _Watched) -> None:
+        try:
+            data = _read_all(item.fd)
+        except OSError as exc:
+            log.error(
+                "%s: an editor wrote into the file engrama had replaced, and it cannot be read back: %s",
+                item.rel,
+                exc,
+            )
+            self._close(item)
+            return
+        self._close(item)
+        log.warning(
+            "%s: an editor saved into the file engrama had just replaced (%d bytes); putting them back",
+            item.rel,
+            len(data),
+        )
+        try:
+            item.recovered(data)
+        except Exception:  # the thread must go on watching the others; the error is the person's to see
+            log.exception(
+                "%s: the bytes an editor saved into the replaced file could not be put back", item.rel
+            )
+
+    @staticmethod
+    def _close(item: _Watched) -> None:
+        if item.fd >= 0:
+            try:
+                os.close(item.fd)
+            finally:
+                item.fd = -1
+
+
+def _read_all(fd: int) -> bytes:
+    parts, offset = [], 0
+    while True:
+        part = os.pread(fd, 1 << 20, offset)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+        offset += len(part)
+
+
+WATCHER = _Watcher()
+atexit.register(WATCHER.settle_all)
