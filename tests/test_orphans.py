@@ -6,6 +6,7 @@ replaces the note in between, the editor's text goes into a file no name points 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import threading
@@ -14,7 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.test_e2e_stdio import COMMAND, call, serve_args
+from tests.test_settle import wait_for_holder
 from vault_sync import orphans
 from vault_sync.paths import classify, conflict_original
 from vault_sync.writer import edit_note
@@ -178,3 +183,55 @@ def test_saves_in_place_racing_tool_edits_lose_no_line(tmp_path: Path) -> None:
     assert missing == [], f"{missing} lost; the note now:\n{text}"
     # Only the editor and the tool touch the note: every put-back goes into it, through the tool's later edits.
     assert kept_aside(tmp_path) == ""
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_through_the_server_a_save_racing_a_tool_write_keeps_the_persons_text_and_the_tools(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """The real server over stdio, with no settle window so that nothing holds the tool back (with one, it waits
+    for the note to be quiet and an empty note is never written): the person's editor has begun a save in place
+    when the assistant's observation is written."""
+    note = vault / "Concepts" / "Lantern.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    first = "---\ntype: Concept\n---\nThe person's first line.\n"
+    note.write_text(first, encoding="utf-8")
+    # The suite's settle window (none), which a spawned server gets only when given the environment.
+    params = StdioServerParameters(
+        command=str(COMMAND), args=serve_args(vault, db_path), env=dict(os.environ)
+    )
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await wait_for_holder(session)
+            editor = open(note, "wb")  # noqa: SIM115, ASYNC230 - the save in place begins: the note is empty
+            try:
+                await call(
+                    session,
+                    "engrama_remember",
+                    {"label": "Concept", "name": "Lantern", "observation": "Lit at dusk by the assistant"},
+                )
+                editor.write((first + "The line the person just typed.\n").encode())
+            finally:
+                editor.close()
+            deadline = time.monotonic() + 15
+            while True:
+                text = note.read_text(encoding="utf-8")
+                found = await call(session, "engrama_search", {"query": "line the person just typed"})
+                names = [hit["name"] for hit in found["results"]]
+                done = (
+                    "The line the person just typed." in text and "Lit at dusk" in text and "Lantern" in names
+                )
+                if done:
+                    break
+                assert time.monotonic() < deadline, (text, names)
+                await asyncio.sleep(0.1)
+    assert text.count("engrama_id:") == 1
+    assert "The person's first line." in text
+    assert "put back" in (tmp_path / "stderr.log").read_text(encoding="utf-8") or "back in the note" in (
+        tmp_path / "stderr.log"
+    ).read_text(encoding="utf-8")
+    assert sorted(p.name for p in note.parent.iterdir()) == ["Lantern.md"]
