@@ -20,7 +20,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.test_e2e_stdio import COMMAND, call, serve_args
 from tests.test_settle import wait_for_holder
-from vault_sync import orphans
+from vault_sync import orphans, writer
+from vault_sync.errors import ConcurrentEdit
 from vault_sync.paths import classify, conflict_original
 from vault_sync.writer import edit_note
 
@@ -235,3 +236,48 @@ async def test_through_the_server_a_save_racing_a_tool_write_keeps_the_persons_t
         tmp_path / "stderr.log"
     ).read_text(encoding="utf-8")
     assert sorted(p.name for p in note.parent.iterdir()) == ["Lantern.md"]
+
+
+@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+def test_a_save_by_rename_landing_between_the_check_and_the_swap_is_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another program saves the note (temp file + rename, as most editors and sync tools do) in the instant
+    between the writer's last check and its swap: the swap displaces that save, which is put back at once."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nThe person's first line.\n")
+    saved = b"# Topic\nThe person's first line.\nSaved in that very instant.\n"
+    exchange = writer._exchange
+
+    def save_then_exchange(tmp: Path, real: Path) -> bool:
+        if real == note and not hasattr(save_then_exchange, "done"):
+            save_then_exchange.done = True  # type: ignore[attr-defined]
+            other = tmp_path / ".Topic.md.editor-tmp"
+            other.write_bytes(saved)
+            os.replace(other, note)
+        return exchange(tmp, real)
+
+    monkeypatch.setattr(writer, "_exchange", save_then_exchange)
+    edit_note(tmp_path, "Topic.md", add_mark)
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(saved)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+def test_a_note_deleted_between_the_check_and_the_swap_is_not_brought_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"text\n")
+    exchange = writer._exchange
+
+    def delete_then_exchange(tmp: Path, real: Path) -> bool:
+        note.unlink()
+        return exchange(tmp, real)
+
+    monkeypatch.setattr(writer, "_exchange", delete_then_exchange)
+    with pytest.raises(ConcurrentEdit):
+        edit_note(tmp_path, "Topic.md", add_mark)
+    assert list(tmp_path.iterdir()) == []

@@ -19,19 +19,25 @@ Known limits: `os.replace` gives the note a new inode, so other hard links to it
 extended attributes / ACLs are not carried over (permission bits are; the owner too, where we may set it).
 The re-read that guards the swap and the swap itself are two system calls; within this process they happen
 under one lock (`_SWAP`), so two tool calls editing one note at once (each write runs in a thread) re-base on
-each other instead of the second replacing the first. Another program can still open the note between them,
-and an editor saving in place then writes into the file the swap replaced: on POSIX that file is kept open and
-watched for a few seconds (`orphans`), and what an editor writes into it is put back into the note with the
-edit applied again (`_recover`), or, when the note changed otherwise meanwhile, into a conflict copy beside it.
+each other instead of the second replacing the first. Another program can still act between them:
+- an editor saving in place (open, truncate, write) then writes into the file the swap replaced. On POSIX that
+  file is kept open and watched for a few seconds (`orphans`);
+- a program saving by rename puts its file at the path just before the swap. On Linux the swap exchanges the
+  two names (`renameat2(RENAME_EXCHANGE)`), so the file it displaced is at hand and is watched the same way;
+  elsewhere that save is lost, a window of microseconds.
+What an editor wrote is then put back into the note with the edit applied again (`_recover`), or, when the note
+changed otherwise meanwhile, into a conflict copy beside it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import itertools
 import logging
 import os
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -382,16 +388,91 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> tuple[i
     if not orphans.SUPPORTED:  # Windows replaces no open file
         os.close(fd)
         fd = -1
+    checked = (st.st_dev, st.st_ino)
     try:
-        os.replace(tmp, real)
+        exchanged = _exchange(tmp, real)
+        if not exchanged:
+            os.replace(tmp, real)
     except OSError as exc:
         if fd >= 0:
             os.close(fd)
+        if exc.errno == errno.ENOENT:  # the note went away after the re-read: it is not brought back
+            raise ConcurrentEdit(
+                f"{rel} was moved or deleted while engrama edited it; nothing was written"
+            ) from None
         raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
+    seen = (st.st_size, st.st_mtime_ns)
+    if exchanged:  # `tmp` now names the file that was at the note's path the instant before
+        displaced = _take_displaced(tmp, real, rel)
+        if displaced is not None and displaced[1] != checked:
+            # Another program's save (a rename) landed between the re-read and the swap: its file is what the
+            # swap displaced. It is watched as a written-into file, so its bytes are put back at once.
+            log.warning("%s was saved by another program as engrama replaced it; putting that save back", rel)
+            if fd >= 0:
+                os.close(fd)
+            fd, seen = displaced[0], (-1, -1)
+        elif displaced is not None:
+            os.close(displaced[0])  # the very file checked: the descriptor already held watches it
     if fd >= 0 and os.fstat(fd).st_nlink > 0:  # another name still reaches it (a hard link): nothing is lost
         os.close(fd)
         fd = -1
-    return fd, (st.st_size, st.st_mtime_ns)
+    return fd, seen
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _load_renameat2() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.renameat2
+    except (OSError, AttributeError):  # a libc without it (glibc before 2.28, some others)
+        return None
+
+
+_RENAMEAT2 = _load_renameat2()
+_EXCHANGE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+
+
+def _exchange(tmp: Path, real: Path) -> bool:
+    """Swap the two names atomically (Linux `renameat2(RENAME_EXCHANGE)`): the note's path gets the new file
+    and `tmp` the one that was there, whatever it was by then. False where the system or filesystem cannot
+    (then the caller replaces, and a save landing in between is not seen)."""
+    if _RENAMEAT2 is None:
+        return False
+    at_fdcwd = -100
+    if _RENAMEAT2(at_fdcwd, os.fsencode(tmp), at_fdcwd, os.fsencode(real), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _EXCHANGE_UNSUPPORTED:
+        return False
+    raise OSError(err, os.strerror(err), str(real))
+
+
+def _take_displaced(tmp: Path, real: Path, rel: str) -> tuple[int, tuple[int, int]] | None:
+    """Open and unlink the file an exchange left at `tmp`: (descriptor, (dev, inode)). Anything but a regular
+    file (a link or folder someone put at the note's path) is moved beside the note instead, never removed."""
+    try:
+        fd = os.open(tmp, _OPEN_READ)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            os.unlink(tmp)
+            return fd, (st.st_dev, st.st_ino)
+        os.close(fd)
+    kept = _move_to_free_name(tmp, _beside(real), "beside the note")
+    log.warning("%s: what stood at the note's path as engrama replaced it was kept as %s", rel, kept)
+    return None
+
+
+def _beside(real: Path) -> Iterator[Path]:
+    stamp = time.strftime("%Y-%m-%d %H%M%S")
+    for n in range(1, 100):
+        yield real.with_name(f"{real.stem} (engrama conflicted copy {stamp}{f' {n}' if n > 1 else ''}).md")
 
 
 @dataclass(frozen=True)
@@ -487,12 +568,9 @@ def _recover(
 
 def _conflict_copy(real: Path, data: bytes) -> Path:
     """Write `data` beside `real` under a conflict-copy name the sync lists and never indexes as a note."""
-    stamp = time.strftime("%Y-%m-%d %H%M%S")
     tmp, _ = _write_temp(real.parent, data, new_mode=None)
     try:
-        for n in range(1, 100):
-            extra = f" {n}" if n > 1 else ""
-            copy = real.with_name(f"{real.stem} (engrama conflicted copy {stamp}{extra}).md")
+        for copy in _beside(real):
             try:
                 _link_new(tmp, copy, copy.name, data)
                 return copy
