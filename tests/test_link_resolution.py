@@ -523,3 +523,31 @@ async def test_a_tool_write_by_a_notes_file_name_goes_into_that_note(
     assert sorted(p.name for p in (vault / "Concepts").iterdir()) == ["Atlas.md", "Other.md"]
     assert "Written by the assistant." in (vault / "Concepts/Atlas.md").read_text(encoding="utf-8")
     assert live == await rebuilt(vault, tmp_path, 0)
+
+
+async def test_a_relation_links_its_target_by_file_name_and_keeps_leading_there_when_a_note_takes_its_name(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """`Projects/Borealis.md` says `name: Iris`. Obsidian opens `[[Borealis]]` there and has nothing for
+    `[[Iris]]`, so a relation to that entity is written by its file name. Written by its name, the link led
+    there only in engrama's eyes, and went to `Iris.md` once the person made one (soak seed 77001: a relation
+    the assistant made was not in the rebuilt graph)."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Projects/Borealis.md", "---\ntype: Project\nname: Iris\n---\nThe person's project.\n")
+    write(vault, "Notes/Meridian.md", "---\ntype: Note\n---\nA note.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        sync = rt.require_sync()
+        await sync.sync_vault()
+        await relate(rt, "Meridian", "RELATED_TO", "Iris", source_label="Note")
+        text = (vault / "Notes/Meridian.md").read_text(encoding="utf-8")
+        assert '"[[Borealis]]"' in text and "[[Iris]]" not in text
+        write(
+            vault,
+            "Technologies/Iris.md",
+            "---\ntype: Technology\n---\nAnother note, named Iris by its file.\n",
+        )
+        live = await synced(sync, rt.store, vault, tmp_path, 0)
+    assert ("Notes/Meridian.md", "RELATED_TO", "Iris", "Projects/Borealis.md") in live

@@ -190,12 +190,19 @@ async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
 
 
 async def _link_text(rt: Runtime, node: Node) -> str:
-    """The node's name, or its path when the bare name could lead a wikilink to another note: it leads
-    elsewhere now, or another note answers to it too (`sync_sql.bare_name_is_unique`; the store resolves the
-    link the way it resolves every link in the vault, so it is judged by that same rule)."""
-    if not node.path or await rt.store.read(sync_sql.bare_name_is_unique, node.name, node.id):
+    """How a link names `node`: by its note's file name, as Obsidian resolves links (never by `name:`: a note
+    named "Iris 41" in a file `Borealis 79.md` is not what `[[Iris 41]]` opens, and a note later called
+    `Iris 41.md` takes such a link; soak seed 77001), or by its path when the bare file name could lead the
+    link to another note: it leads elsewhere now, or another note answers to it too
+    (`sync_sql.bare_name_is_unique`; the store resolves the link the way it resolves every link in the vault,
+    so it is judged by that same rule). An entity with no note yet is named by its name."""
+    if not node.path:
         return node.name
-    return node.path[:-3] if node.path.lower().endswith(".md") else node.path
+    path = node.path[:-3] if node.path.lower().endswith(".md") else node.path
+    stem = path.rsplit("/", 1)[-1]
+    if await rt.store.read(sync_sql.bare_name_is_unique, stem, node.id):
+        return stem
+    return path
 
 
 async def _links(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[tuple[str, str]]:
