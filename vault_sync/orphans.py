@@ -52,13 +52,16 @@ class _Watcher:
         self._lock = threading.Lock()
         self._items: list[_Watched] = []
         self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
+        self._closing = False  # the process is exiting: nothing new is watched
 
     def watch(self, fd: int, rel: str, seen: tuple[int, int], recovered: Callable[[bytes], None]) -> None:
         """Own `fd` (the file a swap just replaced at `rel`, read at `seen` before the swap) from now on."""
         now = time.monotonic()
         item = _Watched(fd, rel, seen, recovered, now + WATCH, now + LONGEST)
         with self._lock:
+            if self._closing:
+                os.close(fd)
+                return
             self._items.append(item)
             for old in self._items[:-MAX_WATCHED]:  # too many at once: the oldest get their last look now
                 old.stop_by = old.until = now
@@ -74,6 +77,7 @@ class _Watcher:
         """One last look at every watched file, recovering what was written into them (process exit)."""
         with self._lock:
             items, self._items = self._items, []
+            self._closing = True
         for item in items:
             self._look(item, time.monotonic(), final=True)
 
