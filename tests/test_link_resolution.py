@@ -551,3 +551,23 @@ async def test_a_relation_links_its_target_by_file_name_and_keeps_leading_there_
         )
         live = await synced(sync, rt.store, vault, tmp_path, 0)
     assert ("Notes/Meridian.md", "RELATED_TO", "Iris", "Projects/Borealis.md") in live
+
+
+async def test_a_relation_already_written_by_its_targets_name_is_not_added_again_by_file_name(
+    vault: Path, db_path: Path
+) -> None:
+    """A note written by an earlier version holds `"[[Iris]]"` for the entity whose note is `Borealis.md`
+    (`name: Iris`). Relating the two again finds the relation there and adds no `"[[Borealis]]"` beside it."""
+    from server.runtime import open_runtime
+    from server.services.relate import relate
+    from server.settings import Settings
+
+    write(vault, "Projects/Borealis.md", "---\ntype: Project\nname: Iris\n---\nThe person's project.\n")
+    meridian = "---\ntype: Note\nrelations:\n  RELATED_TO:\n    - \"[[Iris]]\"\n---\nA note.\n"
+    write(vault, "Notes/Meridian.md", meridian)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        before = (vault / "Notes/Meridian.md").read_bytes()
+        done = await relate(rt, "Meridian", "RELATED_TO", "Iris", source_label="Note")
+        assert (vault / "Notes/Meridian.md").read_bytes() == before
+        assert not done.created

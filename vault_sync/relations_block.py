@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -37,11 +38,12 @@ _PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _FLOW_UNSAFE = re.compile(r"[,\[\]{}]|: | #")
 
 
-def add_relation(data: bytes, rel_type: str, target: str) -> bytes:
+def add_relation(data: bytes, rel_type: str, target: str, same: Iterable[str] = ()) -> bytes:
     """The note's bytes with `target` added under `rel_type` in `relations:`, written as `"[[target]]"`.
 
     Returns `data` unchanged when the relation is already there (any spelling of the key, any link form,
-    case-insensitive). Raises MalformedNote when the frontmatter cannot be read or edited safely.
+    case-insensitive), under `target` or one of the `same` other link texts that lead to the same note.
+    Raises MalformedNote when the frontmatter cannot be read or edited safely.
     """
     rel_type, key, item = _checked(rel_type, target)
     decode_note(data)
@@ -55,9 +57,9 @@ def add_relation(data: bytes, rel_type: str, target: str) -> bytes:
             "the note's 'relations:' is not a map of RELATION_TYPE: targets; fix it in Obsidian"
         )
     relations = relations or {}
-    wanted = fold(link_target(target))
+    wanted = {fold(link_target(each)) for each in (target, *same)}
     for existing, value in relations.items():
-        if rel_type_of(existing) == rel_type_of(rel_type) and wanted in _folded(value):
+        if rel_type_of(existing) == rel_type_of(rel_type) and wanted & set(_folded(value)):
             return data
     text = yaml_text(data, span)
     entry = next((e for e in reversed(top_level_entries(text)) if e.key == RELATIONS_KEY), None)

@@ -189,32 +189,39 @@ async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
     return await rt.store.read(memory_sql.live_namesake, node.label, node.name, node.id) or node
 
 
-async def _link_text(rt: Runtime, node: Node) -> str:
+async def _link_text(rt: Runtime, node: Node) -> tuple[str, tuple[str, ...]]:
     """How a link names `node`: by its note's file name, as Obsidian resolves links (never by `name:`: a note
     named "Iris 41" in a file `Borealis 79.md` is not what `[[Iris 41]]` opens, and a note later called
     `Iris 41.md` takes such a link; soak seed 77001), or by its path when the bare file name could lead the
     link to another note: it leads elsewhere now, or another note answers to it too
     (`sync_sql.bare_name_is_unique`; the store resolves the link the way it resolves every link in the vault,
-    so it is judged by that same rule). An entity with no note yet is named by its name."""
+    so it is judged by that same rule). An entity with no note yet is named by its name.
+
+    With it, the other link texts that mean `node` in a relations block already: its path, and its name while
+    that leads to it alone (how earlier versions wrote it), so the same relation is not added twice."""
     if not node.path:
-        return node.name
+        return node.name, ()
     path = node.path[:-3] if node.path.lower().endswith(".md") else node.path
     stem = path.rsplit("/", 1)[-1]
+    same = [path]
+    if node.name != stem and await rt.store.read(sync_sql.bare_name_is_unique, node.name, node.id):
+        same.append(node.name)
     if await rt.store.read(sync_sql.bare_name_is_unique, stem, node.id):
-        return stem
-    return path
+        return stem, tuple(same)
+    return path, tuple(same)
 
 
-async def _links(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[tuple[str, str]]:
-    """(relation type, link text) of each relation, decided from the graph as it is just before the write: a
-    relation planned by a follower (queued) or before waiting for the person's editor may meet other notes of
-    its target's name, or its target at another path."""
-    links: list[tuple[str, str]] = []
+async def _links(rt: Runtime, relations: Sequence[PlannedRelation]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(relation type, link text, other texts meaning the same note) of each relation, decided from the graph
+    as it is just before the write: a relation planned by a follower (queued) or before waiting for the
+    person's editor may meet other notes of its target's name, or its target at another path."""
+    links: list[tuple[str, str, tuple[str, ...]]] = []
     for relation in relations:
         target = await rt.store.get_node(relation.target.id) or relation.target
         if target.status == "active" and target.path is None and writes_notes(rt):
             target = await _given_its_note(rt, target)
-        links.append((relation.rel_type, await _link_text(rt, target)))
+        link, same = await _link_text(rt, target)
+        links.append((relation.rel_type, link, same))
     return links
 
 
@@ -431,10 +438,10 @@ async def _update(
     return counted.get("added", 0)
 
 
-def _with_relations(data: bytes, links: Sequence[tuple[str, str]]) -> tuple[bytes, int]:
+def _with_relations(data: bytes, links: Sequence[tuple[str, str, tuple[str, ...]]]) -> tuple[bytes, int]:
     added = 0
-    for rel_type, link in links:
-        edited = add_relation(data, rel_type, link)
+    for rel_type, link, same in links:
+        edited = add_relation(data, rel_type, link, same)
         added += edited != data
         data = edited
     return data, added
