@@ -109,7 +109,7 @@ async def test_a_realistic_session_over_stdio(seeded: Path, db_path: Path, tmp_p
     assert related["note_path"] == "Projects/Engrama.md"
     note = (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
     assert note.startswith("---\n# written by hand\ntype: Project\nstatus: active   # keep this comment\n")
-    assert '  USES:\n    - "[[SQLite]]"\n' in note and "engrama_id: " in note
+    assert '  USES:\n    - "[[Technologies/SQLite]]"\n' in note and "engrama_id: " in note
     assert note.endswith(
         "---\nEngrama keeps an assistant's memory in an Obsidian vault.\n\nIt is built on [[SQLite]].\n"
     )

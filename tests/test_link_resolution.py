@@ -151,7 +151,7 @@ async def test_a_relation_to_a_name_another_note_shares_is_written_by_path_even_
         await relate(rt, "Atlas", "RELATED_TO", "Cedar", target_label="Project")
     atlas = (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
     assert '"[[Projects/Juniper]]"' in atlas
-    assert '"[[Cedar]]"' in atlas  # a name no other note has stays a name
+    assert '"[[Projects/Cedar]]"' in atlas  # a relation names its target's note by path, whatever the name
     archived = (vault / "Notes/Juniper.md").read_text(encoding="utf-8")
     (vault / "Notes/Juniper.md").write_text(archived.replace("status: archived\n", ""), encoding="utf-8")
     after = await rebuilt(vault, tmp_path, 0)
@@ -275,7 +275,7 @@ async def test_a_relation_from_the_file_name_of_an_archived_entity_makes_that_en
         "Projects/Ember.md",
     ]
     note = (vault / "Concepts/Delta 88.md").read_text(encoding="utf-8")
-    assert "status: archived" not in note and "[[Ember]]" in note
+    assert "status: archived" not in note and "[[Projects/Ember]]" in note
     assert ("Concepts/Delta 88.md", "RELATED_TO", "Ember", "Projects/Ember.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
 
@@ -346,7 +346,7 @@ async def test_reviving_an_entity_whose_note_is_gone_writes_into_the_live_note_o
     ]
     assert [r[0] for r in lumens] == ["active", "archived"]
     assert done.note_path == "Projects/Ember 6.md"
-    assert "[[Fjord]]" in (vault / "Projects/Ember 6.md").read_text(encoding="utf-8")
+    assert "[[Concepts/Fjord]]" in (vault / "Projects/Ember 6.md").read_text(encoding="utf-8")
     assert ("Projects/Ember 6.md", "RELATED_TO", "Fjord", "Concepts/Fjord.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
 
@@ -415,7 +415,7 @@ async def test_a_name_in_either_unicode_form_is_one_name(vault: Path, db_path: P
     assert related.note_path == f"Concepts/{MAC_CAFE}.md"
     assert [r[0] for r in names] == [CAFE]
     note = (vault / f"Concepts/{MAC_CAFE}.md").read_text(encoding="utf-8")
-    assert "Written by the assistant." in note and "[[Atlas]]" in note
+    assert "Written by the assistant." in note and "[[Projects/Atlas]]" in note
     assert ("Projects/Atlas.md", "LINKS_TO", CAFE, f"Concepts/{MAC_CAFE}.md") in live
     assert live == await rebuilt(vault, tmp_path, 0)
 
@@ -525,13 +525,13 @@ async def test_a_tool_write_by_a_notes_file_name_goes_into_that_note(
     assert live == await rebuilt(vault, tmp_path, 0)
 
 
-async def test_a_relation_links_its_target_by_file_name_and_keeps_leading_there_when_a_note_takes_its_name(
+async def test_a_relation_links_its_targets_note_by_path_and_keeps_leading_there_when_notes_take_its_names(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
-    """`Projects/Borealis.md` says `name: Iris`. Obsidian opens `[[Borealis]]` there and has nothing for
-    `[[Iris]]`, so a relation to that entity is written by its file name. Written by its name, the link led
-    there only in engrama's eyes, and went to `Iris.md` once the person made one (soak seed 77001: a relation
-    the assistant made was not in the rebuilt graph)."""
+    """`Projects/Borealis.md` says `name: Iris`. Obsidian has nothing for `[[Iris]]`: written by its name, the
+    link led there only in engrama's eyes, and went to `Iris.md` once the person made one (soak seed 77001).
+    Written by file name, it went to another `Borealis.md` made in another folder later (soak seed 5151). A
+    relation names the note by its path, which no note made later can take."""
     from server.runtime import open_runtime
     from server.services.relate import relate
     from server.settings import Settings
@@ -543,12 +543,13 @@ async def test_a_relation_links_its_target_by_file_name_and_keeps_leading_there_
         await sync.sync_vault()
         await relate(rt, "Meridian", "RELATED_TO", "Iris", source_label="Note")
         text = (vault / "Notes/Meridian.md").read_text(encoding="utf-8")
-        assert '"[[Borealis]]"' in text and "[[Iris]]" not in text
+        assert '"[[Projects/Borealis]]"' in text and "[[Iris]]" not in text
         write(
             vault,
             "Technologies/Iris.md",
             "---\ntype: Technology\n---\nAnother note, named Iris by its file.\n",
         )
+        write(vault, "Archive/Borealis.md", "---\ntype: Note\n---\nAnother note with that file name.\n")
         live = await synced(sync, rt.store, vault, tmp_path, 0)
     assert ("Notes/Meridian.md", "RELATED_TO", "Iris", "Projects/Borealis.md") in live
 
@@ -563,7 +564,7 @@ async def test_a_relation_already_written_by_its_targets_name_is_not_added_again
     from server.settings import Settings
 
     write(vault, "Projects/Borealis.md", "---\ntype: Project\nname: Iris\n---\nThe person's project.\n")
-    meridian = "---\ntype: Note\nrelations:\n  RELATED_TO:\n    - \"[[Iris]]\"\n---\nA note.\n"
+    meridian = '---\ntype: Note\nrelations:\n  RELATED_TO:\n    - "[[Iris]]"\n---\nA note.\n'
     write(vault, "Notes/Meridian.md", meridian)
     async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
         await rt.require_sync().sync_vault()

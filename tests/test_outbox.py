@@ -130,12 +130,14 @@ async def test_a_followers_remember_and_relate_reach_the_vault_and_survive_a_reb
         assert "queued" in related["message"] and "Projects/Atlas.md" in related["message"]
 
         await eventually(lambda: f"engrama_id: {zig['id']}" in text(vault, "Technologies/Zig.md"), 20)
-        await eventually(lambda: '"[[Zig]]"' in text(vault, "Projects/Atlas.md"), 20)
+        await eventually(lambda: '"[[Technologies/Zig]]"' in text(vault, "Projects/Atlas.md"), 20)
         await eventually(lambda: _drained(session), 20, "the outbox emptying")
     zig_note = text(vault, "Technologies/Zig.md")
     assert zig_note.count("A systems language with comptime.") == 1
     atlas = text(vault, "Projects/Atlas.md")
-    assert '  USES:\n    - "[[Zig]]"\n' in atlas and atlas.endswith("---\nAtlas is our build system.\n")
+    assert '  USES:\n    - "[[Technologies/Zig]]"\n' in atlas and atlas.endswith(
+        "---\nAtlas is our build system.\n"
+    )
     holder.stop()
 
     for leftover in db_path.parent.glob(db_path.name + "*"):
@@ -244,7 +246,10 @@ async def test_a_row_replayed_after_a_crash_writes_nothing_twice(rt: Runtime, va
     rt.require_sync().writable = True  # the lease comes to this process
     assert await outbox.drain(rt) == outbox.Drained(3, 0)
     notes = {p: (vault / p).read_bytes() for p in ("Projects/Atlas.md", "Technologies/Zig.md")}
-    assert b"status: archived" in notes["Projects/Atlas.md"] and b'"[[Zig]]"' in notes["Projects/Atlas.md"]
+    assert (
+        b"status: archived" in notes["Projects/Atlas.md"]
+        and b'"[[Technologies/Zig]]"' in notes["Projects/Atlas.md"]
+    )
     assert notes["Technologies/Zig.md"].count(b"Fast to compile.") == 1
     open_tool_edges = "select count(*) from edges where origin = 'tool' and valid_to is null"
     assert await rt.store.read(lambda conn: conn.execute(open_tool_edges).fetchone()[0]) == 0  # as a rebuild
@@ -318,7 +323,7 @@ async def test_a_followers_entity_for_a_note_it_could_not_see_yet_becomes_that_n
     )
     assert [tuple(r) for r in graph_only] == [] and [r["path"] for r in drafts] == ["Projects/Draft.md"]
     note = text(vault, "Projects/Draft.md")
-    assert "Just created in Obsidian." in note and '"[[SQLite]]"' in note
+    assert "Just created in Obsidian." in note and '"[[SQLite]]"' in note  # a stub: by its name
     around = await rt.store.read(
         lambda c: c.execute(
             "select t.name from edges e join nodes t on t.id = e.target where e.source = ? "

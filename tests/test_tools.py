@@ -136,7 +136,7 @@ async def test_remember_writes_a_note_and_explains_bad_calls(settings: Settings)
         assert done["created"] and done["path"] == "Projects/Harbor.md" and done["relations_created"] == 1
         assert done["embedded"] is False
         text = (settings.vault / "Projects/Harbor.md").read_text(encoding="utf-8")  # type: ignore[operator]
-        assert f"engrama_id: {done['id']}" in text and '"[[SQLite]]"' in text
+        assert f"engrama_id: {done['id']}" in text and '"[[Technologies/SQLite]]"' in text
         message = await call_error(client, "engrama_remember", {"label": "Projekt", "name": "X"})
         assert "did you mean Project" in message and "Technology" in message
         message = await call_error(

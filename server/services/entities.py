@@ -190,24 +190,25 @@ async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
 
 
 async def _link_text(rt: Runtime, node: Node) -> tuple[str, tuple[str, ...]]:
-    """How a link names `node`: by its note's file name, as Obsidian resolves links (never by `name:`: a note
-    named "Iris 41" in a file `Borealis 79.md` is not what `[[Iris 41]]` opens, and a note later called
-    `Iris 41.md` takes such a link; soak seed 77001), or by its path when the bare file name could lead the
-    link to another note: it leads elsewhere now, or another note answers to it too
-    (`sync_sql.bare_name_is_unique`; the store resolves the link the way it resolves every link in the vault,
-    so it is judged by that same rule). An entity with no note yet is named by its name.
+    """How a relation's link names `node`: by its note's path (`[[Projects/Atlas]]`, Obsidian's "absolute path
+    in vault" form; a note at the vault's root is its bare file name), which no note made later can take.
+    A bare name could: `[[Iris]]` for a note `Borealis.md` named "Iris" went to an `Iris.md` the person made
+    later (and Obsidian never opened it there: it resolves links by file name), and `[[Borealis]]` went to a
+    `Borealis.md` made later in another folder (soak seeds 77001, 5151: relations the assistant made were not
+    in the rebuilt graph). A link by path still finds the note by its file name once it has moved. An entity
+    with no note yet is named by its name.
 
-    With it, the other link texts that mean `node` in a relations block already: its path, and its name while
-    that leads to it alone (how earlier versions wrote it), so the same relation is not added twice."""
+    With it, the other link texts that mean `node` in a relations block already (its file name and its name,
+    each while it leads to it alone: how earlier versions wrote it), so the same relation is not added twice."""
     if not node.path:
         return node.name, ()
     path = node.path[:-3] if node.path.lower().endswith(".md") else node.path
     stem = path.rsplit("/", 1)[-1]
-    same = [path]
-    if node.name != stem and await rt.store.read(sync_sql.bare_name_is_unique, node.name, node.id):
-        same.append(node.name)
-    if await rt.store.read(sync_sql.bare_name_is_unique, stem, node.id):
-        return stem, tuple(same)
+    same = [
+        bare
+        for bare in dict.fromkeys((stem, node.name))
+        if bare != path and await rt.store.read(sync_sql.bare_name_is_unique, bare, node.id)
+    ]
     return path, tuple(same)
 
 
