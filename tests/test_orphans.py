@@ -7,10 +7,12 @@ replaces the note in between, the editor's text goes into a file no name points 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -126,6 +128,34 @@ def test_a_replaced_file_nobody_writes_into_is_let_go(
     assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
     # with nothing left to watch, its thread ends by itself (the suite's leak checks let it run meanwhile)
     wait_for(lambda: not any(t.name == "engrama-orphans" for t in threading.enumerate()))
+
+
+class _Bulky:
+    """Stands for what an edit may hold: a whole note's bytes (the first sync's id line edit does)."""
+
+
+def test_an_edit_is_not_kept_once_the_file_it_replaced_is_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A first sync swaps every note of the vault; what each swap keeps must go when its watch ends, or the
+    # server holds every note it wrote in the last half minute (50 MiB on a 10,000-note first sync).
+    monkeypatch.setattr(orphans, "WATCH", 0.2)
+    kept: list[weakref.ref[_Bulky]] = []
+    for n in range(20):
+        note = tmp_path / f"N{n}.md"
+        note.write_bytes(b"text\n")
+        bulky = _Bulky()
+        kept.append(weakref.ref(bulky))
+        edit_note(tmp_path, note.name, lambda data, held=bulky: add_mark(data) if held else data)
+        edit_note(tmp_path, note.name, lambda data: data + b"- a second swap on top\n")
+        del bulky
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    gc.collect()
+    assert [ref for ref in kept if ref() is not None] == []
+    assert all(
+        (tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK + b"- a second swap on top\n"
+        for n in range(20)
+    )
 
 
 def test_a_hard_linked_note_is_not_watched(tmp_path: Path) -> None:

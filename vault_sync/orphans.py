@@ -35,12 +35,13 @@ MAX_WATCHED = 256  # descriptors held at once at most; the oldest is let go firs
 SUPPORTED = os.name == "posix"
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the watcher removes finished items from its list
 class _Watched:
     fd: int
     rel: str
     state: tuple[int, int]  # (size, mtime_ns) as last looked at
     recovered: Callable[[bytes], None]
+    done: Callable[[], None] | None
     until: float  # let go by then when nothing was written into it
     stop_by: float  # let go by then in any case (after one last look)
     changed_at: float | None = None
@@ -54,20 +55,31 @@ class _Watcher:
         self._thread: threading.Thread | None = None
         self._closing = False  # the process is exiting: nothing new is watched
 
-    def watch(self, fd: int, rel: str, seen: tuple[int, int], recovered: Callable[[bytes], None]) -> None:
-        """Own `fd` (the file a swap just replaced at `rel`, read at `seen` before the swap) from now on."""
+    def watch(
+        self,
+        fd: int,
+        rel: str,
+        seen: tuple[int, int],
+        recovered: Callable[[bytes], None],
+        done: Callable[[], None] | None = None,
+    ) -> None:
+        """Own `fd` (the file a swap just replaced at `rel`, read at `seen` before the swap) from now on.
+        `recovered` gets what an editor wrote into it; `done` is called once it is let go, whichever way
+        (after `recovered`), so the caller can forget what it kept for it."""
         now = time.monotonic()
-        item = _Watched(fd, rel, seen, recovered, now + WATCH, now + LONGEST)
+        item = _Watched(fd, rel, seen, recovered, done, now + WATCH, now + LONGEST)
         with self._lock:
-            if self._closing:
-                os.close(fd)
-                return
-            self._items.append(item)
-            for old in self._items[:-MAX_WATCHED]:  # too many at once: the oldest get their last look now
-                old.stop_by = old.until = now
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="engrama-orphans", daemon=True)
-                self._thread.start()
+            closing = self._closing
+            if not closing:
+                self._items.append(item)
+                for old in self._items[:-MAX_WATCHED]:  # too many at once: the oldest get their last look now
+                    old.stop_by = old.until = now
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="engrama-orphans", daemon=True)
+                    self._thread.start()
+        if closing:  # the process is exiting
+            os.close(fd)
+            _finished(item)
 
     def pending(self) -> int:
         with self._lock:
@@ -90,15 +102,18 @@ class _Watcher:
                     self._thread = None
                     return
             now = time.monotonic()
-            done = [item for item in items if self._look(item, now)]
-            if done:
+            over = {id(item) for item in items if self._look(item, now)}
+            if over:
                 with self._lock:
-                    self._items = [item for item in self._items if item not in done]
+                    self._items = [item for item in self._items if id(item) not in over]
 
     def _look(self, item: _Watched, now: float, final: bool = False) -> bool:
         """Look at one watched file; True when it is done with (recovered or let go, descriptor closed)."""
         with item.lock:
-            return self._look_locked(item, now, final)
+            finished = self._look_locked(item, now, final)
+        if finished:
+            _finished(item)
+        return finished
 
     def _look_locked(self, item: _Watched, now: float, final: bool) -> bool:
         if item.fd < 0:
@@ -154,6 +169,15 @@ class _Watcher:
                 os.close(item.fd)
             finally:
                 item.fd = -1
+
+
+def _finished(item: _Watched) -> None:
+    done, item.done = item.done, None  # once, whoever finished it
+    if done is not None:
+        try:
+            done()
+        except Exception:
+            log.exception("%s: forgetting a watched file failed", item.rel)
 
 
 def _read_all(fd: int) -> bytes:

@@ -160,11 +160,12 @@ class NoteReader:
             expected_checksum=read.state.checksum,
             quiet=Quiet(settle=self.settle, seen=seen),
         )
+        written = produced.pop("data")  # the edit stays watched a while (writer._swap_in): not the bytes
         state = replace(result.state, path=read.path)
         if result.before_checksum == read.state.checksum:
             # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
             return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
-        note = self.parse(read.path, produced["data"])  # re-based on newer content: parse what we wrote
+        note = self.parse(read.path, written)  # re-based on newer content: parse what we wrote
         note = replace(note, file_began=read.note.file_began)
         return note, state, tuple(chunk_body(note.body))
 

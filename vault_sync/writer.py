@@ -366,7 +366,13 @@ def _swap_in(
     if fd >= 0:
         ours = written.checksum
         seq = _record_swap(real, base, ours, edit)
-        orphans.WATCHER.watch(fd, rel, seen, lambda data: _recover(real, rel, seq, ours, edit, data))
+        orphans.WATCHER.watch(
+            fd,
+            rel,
+            seen,
+            lambda data: _recover(real, rel, seq, ours, edit, data),
+            lambda: _release_swap(real, seq),
+        )
     return written
 
 
@@ -483,25 +489,40 @@ class _Swap:
     base: str
     ours: str
     edit: Callable[[bytes], bytes] | None
-    at: float
 
 
-# Recent swaps per note (real path), oldest first, kept while a file they replaced may still be watched: the
-# bytes an editor saved into a replaced file are put back through every edit made on top of it since.
+# The swaps per note (real path), oldest first, that a file still watched may need: the bytes an editor saved
+# into a replaced file are put back through every edit made on top of it since. A swap is kept from when it is
+# made until no swap before it on that note is watched any more (`_release_swap`), so what is kept is bounded
+# by what the watcher holds (orphans.MAX_WATCHED files, each for seconds), never by how much was written: an
+# edit can hold a whole note's bytes, and a first sync swaps every note of the vault.
 _SWAPS: dict[str, list[_Swap]] = {}
+_WATCHED_SWAPS: dict[str, set[int]] = {}  # per note, the swaps whose replaced file is being watched
 _SWAPS_LOCK = threading.Lock()
 _SWAP_SEQ = itertools.count(1)
 
 
 def _record_swap(real: Path, base: str, ours: str, edit: Callable[[bytes], bytes] | None) -> int:
-    now = time.monotonic()
     seq = next(_SWAP_SEQ)
+    key = str(real)
     with _SWAPS_LOCK:
-        for key in [k for k, swaps in _SWAPS.items() if swaps[-1].at < now - orphans.LONGEST - 1]:
-            del _SWAPS[key]
-        swaps = [s for s in _SWAPS.get(str(real), []) if s.at >= now - orphans.LONGEST - 1]
-        _SWAPS[str(real)] = [*swaps, _Swap(seq, base, ours, edit, now)]
+        _SWAPS.setdefault(key, []).append(_Swap(seq, base, ours, edit))
+        _WATCHED_SWAPS.setdefault(key, set()).add(seq)
     return seq
+
+
+def _release_swap(real: Path, seq: int) -> None:
+    """The file swap `seq` replaced is no longer watched: forget the swaps no watched one can need."""
+    key = str(real)
+    with _SWAPS_LOCK:
+        watched = _WATCHED_SWAPS.get(key, set())
+        watched.discard(seq)
+        if not watched:
+            _WATCHED_SWAPS.pop(key, None)
+            _SWAPS.pop(key, None)
+            return
+        oldest = min(watched)  # recovering it needs the swaps after it; those before are nobody's
+        _SWAPS[key] = [s for s in _SWAPS.get(key, []) if s.seq >= oldest]
 
 
 def _swaps_after(real: Path, seq: int, ours: str) -> list[_Swap]:
