@@ -16,6 +16,9 @@ import os
 import signal
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import NoReturn
+
+from vault_sync import orphans
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +57,7 @@ class SignalStop:
     def _on_signal(self, signum: int, task: asyncio.Task[object]) -> None:
         if self.received is not None:
             log.warning("second stop signal: stopping at once")
-            logging.shutdown()
-            os._exit(1)
+            exit_now(1)
         self.received = signum
         log.info("%s received: closing the watcher, the lease and the database", signal.Signals(signum).name)
         task.cancel()
@@ -65,5 +67,16 @@ class SignalStop:
         if self.received is None:
             return
         log.info("stopped by signal")
-        logging.shutdown()
-        os._exit(0)
+        exit_now(0)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process without the interpreter's shutdown (a thread blocked reading stdin would hold it), after
+    what must not be skipped: one last look at the files a tool write just replaced, so an editor's save into
+    one is kept (`vault_sync.orphans`; `os._exit` runs no `atexit` handler), and the logs flushed."""
+    try:
+        orphans.WATCHER.settle_all()
+    except Exception:
+        log.exception("the last look at replaced files failed")
+    logging.shutdown()
+    os._exit(code)

@@ -7,9 +7,13 @@ replaces the note in between, the editor's text goes into a file no name points 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import gc
 import os
 import random
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -313,3 +317,202 @@ def test_a_note_deleted_between_the_check_and_the_swap_is_not_brought_back(
     with pytest.raises(ConcurrentEdit):
         edit_note(tmp_path, "Topic.md", add_mark)
     assert list(tmp_path.iterdir()) == []
+
+
+def editor_opening_during(note: Path, holder: dict[str, int]) -> Callable[[bytes], bytes]:
+    """The tool's edit; the first time it runs, an editor opens the note to save in place (truncating later)."""
+
+    def edit(data: bytes) -> bytes:
+        if "fd" not in holder:
+            holder["fd"] = os.open(note, os.O_WRONLY)
+        return add_mark(data)
+
+    return edit
+
+
+def save_into(fd: int, data: bytes) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+    os.close(fd)
+
+
+def vault_text(vault: Path) -> str:
+    return "".join(p.read_text() for p in vault.rglob("*.md"))
+
+
+def test_the_editors_text_is_kept_when_the_notes_folder_is_renamed_before_it_is_put_back(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "Projects").mkdir()
+    note = tmp_path / "Projects" / "Atlas.md"
+    note.write_bytes(b"# Atlas\nold line\n")
+    holder: dict[str, int] = {}
+    edit_note(tmp_path, "Projects/Atlas.md", editor_opening_during(note, holder))
+    save_into(holder["fd"], b"# Atlas\nold line\nThe line the person typed.\n")
+    (tmp_path / "Projects").rename(tmp_path / "Work")  # the person renames the folder that instant
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert "The line the person typed." in vault_text(tmp_path)
+    (copy,) = tmp_path.glob("*conflicted copy*")  # at the vault's top: the note's folder is gone
+    assert conflict_original(copy.name) == "Atlas.md"
+
+
+def test_a_server_stopped_by_a_signal_keeps_a_save_it_had_not_put_back_yet(tmp_path: Path) -> None:
+    """The stop-on-signal path ends with os._exit, which runs no atexit handler: the last look must run
+    before it, or a save made within the settle time (0.3 s) of the stop is lost."""
+    note = tmp_path / "Atlas.md"
+    note.write_bytes(b"# Atlas\nold line\n")
+    child = f"""
+import os, signal
+from pathlib import Path
+from server.signals import SignalStop
+from tests.test_orphans import editor_opening_during, save_into
+from vault_sync.writer import edit_note
+holder = {{}}
+edit_note(Path({str(tmp_path)!r}), "Atlas.md", editor_opening_during(Path({str(note)!r}), holder))
+save_into(holder["fd"], b"# Atlas\\nold line\\nThe line typed as the server stopped.\\n")
+stop = SignalStop()
+stop.received = signal.SIGTERM  # what the handler records before cancelling the lifespan
+stop.after_teardown()
+raise SystemExit("after_teardown returned")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", child],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "The line typed as the server stopped." in vault_text(tmp_path)
+    assert MARK.decode() in note.read_text()
+
+
+def test_descriptors_held_stay_within_the_cap_however_fast_notes_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(orphans, "MAX_WATCHED", 4)
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    before = open_fds()
+    for n in range(40):
+        (tmp_path / f"N{n}.md").write_bytes(b"text\n")
+        edit_note(tmp_path, f"N{n}.md", add_mark)
+        assert orphans.WATCHER.pending() <= 4
+        assert open_fds() <= before + 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"N{n}.md" for n in range(40))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+
+
+def test_a_put_back_running_while_a_later_swap_finishes_reapplies_that_swap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later swap of the note must be known to a put-back from the moment it is made, not once its folder
+    is synced: else the put-back takes the note for changed by someone else and writes a conflict copy."""
+    note = tmp_path / "Atlas.md"
+    note.write_bytes(b"# Atlas\nold line\n")
+    holder: dict[str, int] = {}
+    edit_note(tmp_path, "Atlas.md", editor_opening_during(note, holder))
+    typed = b"# Atlas\nold line\nThe line the person typed.\n"
+    save_into(holder["fd"], typed)
+    synced = writer._fsync_folder
+
+    def slow_disk(folder: Path) -> None:
+        synced(folder)
+        if threading.current_thread().name == "second":
+            time.sleep(orphans.STILL * 3)  # the put-back of the first swap runs meanwhile
+
+    monkeypatch.setattr(writer, "_fsync_folder", slow_disk)
+    second = b"- a second edit\n"
+    thread = threading.Thread(
+        name="second",
+        target=lambda: edit_note(tmp_path, "Atlas.md", lambda d: d if second in d else d + second),
+    )
+    thread.start()
+    thread.join()
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(typed) + second
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Atlas.md"]
+
+
+@pytest.mark.parametrize("again", ["the same bytes", "the bytes with the edit"])
+def test_no_conflict_copy_when_the_editor_saved_its_text_again_through_the_note(
+    tmp_path: Path, again: str
+) -> None:
+    note = tmp_path / "Atlas.md"
+    note.write_bytes(b"# Atlas\nold line\n")
+    holder: dict[str, int] = {}
+    edit_note(tmp_path, "Atlas.md", editor_opening_during(note, holder))
+    typed = b"# Atlas\nold line\nThe line the person typed.\n"
+    save_into(holder["fd"], typed)
+    note.write_bytes(typed if again == "the same bytes" else add_mark(typed))  # its next save, by the path
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(typed)  # the tool's edit is not lost either
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Atlas.md"]
+
+
+def displacing(note: Path, saved: bytes) -> Callable[[Path, Path], bool]:
+    """`writer._exchange` with another program's save by rename landing just before it, once."""
+    exchange = writer._exchange
+    landed: list[bool] = []
+
+    def save_then_exchange(tmp: Path, real: Path) -> bool:
+        if real == note and not landed:
+            landed.append(True)
+            other = note.with_name(f".{note.name}.editor-tmp")
+            other.write_bytes(saved)
+            os.replace(other, note)
+        return exchange(tmp, real)
+
+    return save_then_exchange
+
+
+@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+def test_a_displaced_save_stays_in_the_vault_until_it_is_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the watcher puts it back, the displaced save is a conflict copy in the vault, not only an open
+    descriptor: a process killed in between loses nothing."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nfirst line\n")
+    saved = b"# Topic\nfirst line\nSaved in that very instant.\n"
+    monkeypatch.setattr(writer, "_exchange", displacing(note, saved))
+    monkeypatch.setattr(orphans, "POLL", 1.0)
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    wait_for(lambda: not any(t.name == "engrama-orphans" for t in threading.enumerate()))
+    edit_note(tmp_path, "Topic.md", add_mark)
+    (copy,) = tmp_path.glob("*conflicted copy*")
+    assert copy.read_bytes() == saved
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+def test_an_empty_save_by_rename_is_a_finished_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person emptied the note and their editor saved it by rename as the tool wrote: that is the note's
+    text now (with the tool's edit on it), at once, not a save in place still to come."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nfirst line\n")
+    monkeypatch.setattr(writer, "_exchange", displacing(note, b""))
+    started = time.monotonic()
+    edit_note(tmp_path, "Topic.md", add_mark)
+    wait_for(lambda: note.read_bytes() == add_mark(b""), 5.0)
+    assert time.monotonic() - started < orphans.LONGEST / 2
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+def test_a_sandbox_refusing_the_exchange_falls_back_to_a_plain_replace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Container and service sandboxes answer system calls they do not list with EPERM."""
+
+    def refused(*_: object) -> int:
+        ctypes.set_errno(errno.EPERM)
+        return -1
+
+    monkeypatch.setattr(writer, "_RENAMEAT2", refused)
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"text\n")
+    assert edit_note(tmp_path, "Topic.md", add_mark).changed
+    assert note.read_bytes() == add_mark(b"text\n")

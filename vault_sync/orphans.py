@@ -11,6 +11,15 @@ readable through that descriptor however it was unlinked. A background thread lo
 `STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._recover`). A
 file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`.
 
+- The descriptor is closed only once `recovered` says the bytes are stored somewhere (the note, or a conflict
+  copy); a failure (the note's folder renamed that instant, a full disk) is tried again `RETRY` seconds later,
+  up to `ATTEMPTS` times, and the process's last look (`settle_all`, at exit) tries once more.
+- Bytes still being written when the watch must end (the process exits, or `LONGEST` passed) are handed over
+  as unfinished: the writer keeps them as a conflict copy and never puts a half-written save over the note.
+- At most `MAX_WATCHED` descriptors are held, a share of the process's limit on open files: past it, the
+  oldest files nothing was written into are let go at once, in `watch` (a first sync swaps thousands of notes
+  faster than the thread looks).
+
 Windows cannot replace a file that is open, and there a replaced file's name keeps pointing to the editor's
 handle until it closes; nothing is watched there.
 """
@@ -31,8 +40,26 @@ POLL = 0.05
 STILL = 0.3  # an editor's write is taken as finished once the file has been still this long
 WATCH = 3.0  # how long a replaced file is watched when nothing writes into it (the sync's settle window)
 LONGEST = 30.0  # however long an editor keeps writing into it
-MAX_WATCHED = 256  # descriptors held at once at most; the oldest is let go first
+RETRY = 1.0  # seconds between attempts to store recovered bytes that could not be stored
+ATTEMPTS = 10
 SUPPORTED = os.name == "posix"
+
+
+def _max_watched() -> int:
+    """Descriptors held at once at most: an eighth of the process's limit on open files, at most 256 (macOS
+    gives apps 256 in all), so the database, the vault's reads and the client's pipes never run short."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 32
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 256
+    return max(4, min(256, soft // 8))
+
+
+MAX_WATCHED = _max_watched()
 
 
 @dataclass(eq=False)  # compared by identity: the watcher removes finished items from its list
@@ -40,11 +67,14 @@ class _Watched:
     fd: int
     rel: str
     state: tuple[int, int]  # (size, mtime_ns) as last looked at
-    recovered: Callable[[bytes], None]
+    recovered: Callable[[bytes, bool], bool]  # (bytes, finished) -> stored somewhere
     done: Callable[[], None] | None
+    whole: bool  # a complete save (one a rename put in place): finished as it is, even empty
     until: float  # let go by then when nothing was written into it
     stop_by: float  # let go by then in any case (after one last look)
     changed_at: float | None = None
+    failures: int = 0
+    retry_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -60,26 +90,58 @@ class _Watcher:
         fd: int,
         rel: str,
         seen: tuple[int, int],
-        recovered: Callable[[bytes], None],
+        recovered: Callable[[bytes, bool], bool],
         done: Callable[[], None] | None = None,
+        *,
+        whole: bool = False,
     ) -> None:
         """Own `fd` (the file a swap just replaced at `rel`, read at `seen` before the swap) from now on.
-        `recovered` gets what an editor wrote into it; `done` is called once it is let go, whichever way
-        (after `recovered`), so the caller can forget what it kept for it."""
+
+        `recovered(data, finished)` gets what was written into it and says whether it stored it somewhere;
+        `finished` is False when the writing had not ended (see the module's docstring). `done` is called
+        once the file is let go, whichever way. `whole`: the file is a complete save as it stands."""
         now = time.monotonic()
-        item = _Watched(fd, rel, seen, recovered, done, now + WATCH, now + LONGEST)
+        item = _Watched(fd, rel, seen, recovered, done, whole, now + WATCH, now + LONGEST)
         with self._lock:
             closing = self._closing
             if not closing:
                 self._items.append(item)
-                for old in self._items[:-MAX_WATCHED]:  # too many at once: the oldest get their last look now
-                    old.stop_by = old.until = now
+                surplus = len(self._items) - MAX_WATCHED
+                oldest = [old for old in self._items[:-1] if old.changed_at is None][: max(0, surplus)]
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="engrama-orphans", daemon=True)
                     self._thread.start()
         if closing:  # the process is exiting
             os.close(fd)
             _finished(item)
+            return
+        let_go = [old for old in oldest if self._let_go_if_untouched(old)]
+        if let_go:
+            with self._lock:
+                gone = {id(old) for old in let_go}
+                self._items = [old for old in self._items if id(old) not in gone]
+            for old in let_go:
+                _finished(old)
+
+    def _let_go_if_untouched(self, item: _Watched) -> bool:
+        """Close `item` now if nothing was written into it (one last look); False when it was, or when the
+        watcher's thread is looking at it (the thread then decides)."""
+        if not item.lock.acquire(blocking=False):
+            return False
+        try:
+            if item.fd < 0:
+                return True
+            try:
+                st = os.fstat(item.fd)
+            except OSError:
+                self._close(item)
+                return True
+            if (st.st_size, st.st_mtime_ns) != item.state:
+                return False
+            self._close(item)
+            return True
+        finally:
+            item.lock.release()
 
     def pending(self) -> int:
         with self._lock:
@@ -96,16 +158,23 @@ class _Watcher:
     def _run(self) -> None:
         while True:
             time.sleep(POLL)
+            if not self._look_at_all():
+                return
+
+    def _look_at_all(self) -> bool:
+        """One look at every watched file; False when none is left (the thread ends). Its own frame, so that
+        nothing of a file let go stays referenced while the thread sleeps."""
+        with self._lock:
+            items = list(self._items)
+            if not items:
+                self._thread = None
+                return False
+        now = time.monotonic()
+        over = {id(item) for item in items if self._look(item, now)}
+        if over:
             with self._lock:
-                items = list(self._items)
-                if not items:
-                    self._thread = None
-                    return
-            now = time.monotonic()
-            over = {id(item) for item in items if self._look(item, now)}
-            if over:
-                with self._lock:
-                    self._items = [item for item in self._items if id(item) not in over]
+                self._items = [item for item in self._items if id(item) not in over]
+        return True
 
     def _look(self, item: _Watched, now: float, final: bool = False) -> bool:
         """Look at one watched file; True when it is done with (recovered or let go, descriptor closed)."""
@@ -128,17 +197,19 @@ class _Watcher:
             item.state, item.changed_at = state, now
         if item.changed_at is not None:  # an editor wrote into it after engrama had read it for the swap
             # Empty: truncated by a save in place whose text has not come yet; it is waited for (to `stop_by`).
-            finished = state[0] > 0 and now - item.changed_at >= STILL
+            finished = item.whole or (state[0] > 0 and now - item.changed_at >= STILL)
+            if now < item.retry_at and not final:
+                return False
             if final or finished or now >= item.stop_by:
-                self._recover(item)
-                return True
+                return self._recover(item, finished, now, final)
             return False
         if final or now >= item.until:
             self._close(item)
             return True
         return False
 
-    def _recover(self, item: _Watched) -> None:
+    def _recover(self, item: _Watched, finished: bool, now: float, final: bool) -> bool:
+        """Hand the file's bytes to `recovered`; True when done with it (stored, or given up on)."""
         try:
             data = _read_all(item.fd)
         except OSError as exc:
@@ -148,19 +219,37 @@ class _Watcher:
                 exc,
             )
             self._close(item)
-            return
-        self._close(item)
-        log.warning(
-            "%s: an editor saved into the file engrama had just replaced (%d bytes); putting them back",
-            item.rel,
-            len(data),
-        )
+            return True
+        if item.failures == 0:
+            log.warning(
+                "%s: an editor saved into the file engrama had just replaced (%d bytes%s); putting them back",
+                item.rel,
+                len(data),
+                "" if finished else ", still being written",
+            )
         try:
-            item.recovered(data)
+            stored = item.recovered(data, finished)
         except Exception:  # the thread must go on watching the others; the error is the person's to see
             log.exception(
-                "%s: the bytes an editor saved into the replaced file could not be put back", item.rel
+                "%s: the bytes an editor saved into the replaced file could not be stored", item.rel
             )
+            stored = False
+        if stored:
+            self._close(item)
+            return True
+        item.failures += 1
+        if final or item.failures >= ATTEMPTS:
+            log.error(
+                "%s: the %d bytes an editor saved into the file engrama had replaced could not be stored "
+                "anywhere in the vault after %d attempts; they are lost",
+                item.rel,
+                len(data),
+                item.failures,
+            )
+            self._close(item)
+            return True
+        item.retry_at = now + RETRY  # the descriptor stays open: its bytes are still there to try again
+        return False
 
     @staticmethod
     def _close(item: _Watched) -> None:
@@ -172,7 +261,8 @@ class _Watcher:
 
 
 def _finished(item: _Watched) -> None:
-    done, item.done = item.done, None  # once, whoever finished it
+    with item.lock:
+        done, item.done = item.done, None  # once, whoever finished it
     if done is not None:
         try:
             done()

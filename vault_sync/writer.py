@@ -142,7 +142,7 @@ def edit_note(
         new = edit(data)
         if new == data:
             return WriteResult(real_rel, base, _file_state(real_rel, data, st), changed=False)
-        state = _swap_in(real, real_rel, new, base, st, edit)
+        state = _swap_in(root, real, real_rel, new, base, st, edit)
         if state is not None:
             return WriteResult(real_rel, base, state, changed=True)
         log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
@@ -338,6 +338,7 @@ def _check_readable(st: os.stat_result, rel: str) -> None:
 
 
 def _swap_in(
+    root: Path,
     real: Path,
     rel: str,
     new: bytes,
@@ -352,31 +353,45 @@ def _swap_in(
     tmp, tmp_st = _write_temp(
         real.parent, new, new_mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid)
     )
+    # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
+    written = _file_state(rel, new, tmp_st)
+    ours = written.checksum
     try:
         with _SWAP:
             replaced = _replace_if_unchanged(real, rel, tmp, base)
             if replaced is None:
                 return None
+            # Recorded before any other swap or put-back of this note can run (both take `_SWAP`): a put-back
+            # re-applies every swap made after the one it undoes, and must not miss this one.
+            seq = _record_swap(real, base, ours, edit) if replaced.fd >= 0 else 0
     finally:
-        _remove_quietly(tmp)  # after a successful replace the name is gone and this does nothing
+        _remove_own_temp(tmp, tmp_st)
     _fsync_folder(real.parent)
-    # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
-    written = _file_state(rel, new, tmp_st)
-    fd, seen = replaced
-    if fd >= 0:
-        ours = written.checksum
-        seq = _record_swap(real, base, ours, edit)
+    if replaced.fd >= 0:
+        kept = replaced.kept
         orphans.WATCHER.watch(
-            fd,
+            replaced.fd,
             rel,
-            seen,
-            lambda data: _recover(real, rel, seq, ours, edit, data),
+            replaced.seen,
+            lambda data, finished: _recover(root, real, rel, seq, ours, edit, data, finished, kept),
             lambda: _release_swap(real, seq),
+            whole=kept is not None,
         )
     return written
 
 
-def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> tuple[int, tuple[int, int]] | None:
+@dataclass(frozen=True)
+class _Replaced:
+    """The file a swap took the note's path from: `fd` open on it to watch (-1: nothing to watch), `seen` its
+    (size, mtime) when checked, and `kept` when it is another program's save the swap displaced: where it
+    stays in the vault (a conflict-copy name) until it is put back, and its (device, inode)."""
+
+    fd: int
+    seen: tuple[int, int]
+    kept: tuple[Path, tuple[int, int]] | None = None
+
+
+def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replaced | None:
     """Put `tmp` in place of `real` if `real` still holds the bytes with checksum `base` (under `_SWAP`).
 
     Returns the replaced file, still open, with the (size, mtime) it was read at: a descriptor to watch
@@ -407,22 +422,21 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> tuple[i
                 f"{rel} was moved or deleted while engrama edited it; nothing was written"
             ) from None
         raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
-    seen = (st.st_size, st.st_mtime_ns)
     if exchanged:  # `tmp` now names the file that was at the note's path the instant before
-        displaced = _take_displaced(tmp, real, rel)
-        if displaced is not None and displaced[1] != checked:
-            # Another program's save (a rename) landed between the re-read and the swap: its file is what the
-            # swap displaced. It is watched as a written-into file, so its bytes are put back at once.
-            log.warning("%s was saved by another program as engrama replaced it; putting that save back", rel)
+        try:
+            displaced = _take_displaced(tmp, real, rel, checked)
+        except BaseException:
             if fd >= 0:
                 os.close(fd)
-            fd, seen = displaced[0], (-1, -1)
-        elif displaced is not None:
-            os.close(displaced[0])  # the very file checked: the descriptor already held watches it
+            raise
+        if displaced is not None:
+            if fd >= 0:
+                os.close(fd)
+            return displaced
     if fd >= 0 and os.fstat(fd).st_nlink > 0:  # another name still reaches it (a hard link): nothing is lost
         os.close(fd)
         fd = -1
-    return fd, seen
+    return _Replaced(fd, (st.st_size, st.st_mtime_ns))
 
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -439,7 +453,17 @@ def _load_renameat2() -> Callable[..., int] | None:
 
 
 _RENAMEAT2 = _load_renameat2()
-_EXCHANGE_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+# Refused by the system or the filesystem, or by a sandbox's system-call filter (EPERM): `os.replace` instead,
+# which reports a real permission problem itself.
+_EXCHANGE_UNSUPPORTED = {
+    errno.EINVAL,
+    errno.ENOSYS,
+    errno.ENOTSUP,
+    errno.EOPNOTSUPP,
+    errno.EXDEV,
+    errno.EPERM,
+    errno.EACCES,
+}
 
 
 def _exchange(tmp: Path, real: Path) -> bool:
@@ -457,22 +481,34 @@ def _exchange(tmp: Path, real: Path) -> bool:
     raise OSError(err, os.strerror(err), str(real))
 
 
-def _take_displaced(tmp: Path, real: Path, rel: str) -> tuple[int, tuple[int, int]] | None:
-    """Open and unlink the file an exchange left at `tmp`: (descriptor, (dev, inode)). Anything but a regular
-    file (a link or folder someone put at the note's path) is moved beside the note instead, never removed."""
+def _take_displaced(tmp: Path, real: Path, rel: str, checked: tuple[int, int]) -> _Replaced | None:
+    """What an exchange left at `tmp`: None when it is the very file checked (it is unlinked; the descriptor
+    already held watches it). Anything else is another program's save, or something put at the note's path,
+    that landed between the check and the swap: it is never removed. It moves to a conflict-copy name beside
+    the note, so it stays in the vault whatever happens to this process, and a regular file is watched from
+    there as a complete save, to be put back into the note at once (`_recover` then removes the copy)."""
     try:
-        fd = os.open(tmp, _OPEN_READ)
-    except OSError:
-        fd = -1
-    if fd >= 0:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode):
-            os.unlink(tmp)
-            return fd, (st.st_dev, st.st_ino)
-        os.close(fd)
+        info = os.lstat(tmp)
+    except FileNotFoundError:  # something removed it meanwhile: nothing is left to keep
+        return None
+    if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == checked:
+        os.unlink(tmp)
+        return None
     kept = _move_to_free_name(tmp, _beside(real), "beside the note")
-    log.warning("%s: what stood at the note's path as engrama replaced it was kept as %s", rel, kept)
-    return None
+    if kept is None:
+        raise VaultError(f"another program saved {rel} as engrama wrote it, and no name was free beside it")
+    if not stat.S_ISREG(info.st_mode):
+        log.warning("%s: what stood at the note's path as engrama replaced it was kept as %s", rel, kept.name)
+        return _Replaced(-1, (-1, -1))
+    log.warning("%s was saved by another program as engrama replaced it; putting that save back", rel)
+    try:
+        fd = os.open(kept, _OPEN_READ)
+    except (
+        OSError
+    ) as exc:  # out of descriptors, say: the save stays in the conflict copy, listed for the person
+        log.warning("%s: the save is kept in %s (%s)", rel, kept.name, exc.strerror)
+        return _Replaced(-1, (-1, -1))
+    return _Replaced(fd, (-1, -1), (kept, (info.st_dev, info.st_ino)))
 
 
 def _beside(real: Path) -> Iterator[Path]:
@@ -550,41 +586,107 @@ def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> by
 
 
 def _recover(
-    real: Path, rel: str, seq: int, ours: str, edit: Callable[[bytes], bytes] | None, data: bytes
-) -> None:
-    """Put back the bytes an editor saved into the file a swap had just replaced (`orphans`).
+    root: Path,
+    real: Path,
+    rel: str,
+    seq: int,
+    ours: str,
+    edit: Callable[[bytes], bytes] | None,
+    data: bytes,
+    finished: bool,
+    kept: tuple[Path, tuple[int, int]] | None,
+) -> bool:
+    """Put back the bytes an editor saved into the file a swap had just replaced (`orphans`); True once they
+    are stored somewhere (the watcher tries again later on False).
 
     The note gets `edit(data)`, as a re-based edit would have written, with every edit this process swapped in
-    on top of that swap since applied again in turn, provided it holds what the last of them wrote. When the
-    note changed otherwise (another program saved it), the editor's bytes go to a conflict copy beside it,
-    listed for the person like a sync tool's (`paths.conflict_original`). An empty file is a save that never
-    came: the note keeps what the swap wrote."""
-    if not data:
+    on top of that swap since applied again in turn, provided it holds what the last of them wrote (or the
+    editor's own bytes: it saved them again through the note's path). Otherwise (another program saved the
+    note), the editor's bytes go to a conflict copy beside it, listed for the person like a sync tool's
+    (`paths.conflict_original`); at the vault's top when the note's folder is gone. A save still being written
+    (`finished` False: the process is exiting) is never put over the note: it is kept as a conflict copy. An
+    empty file is a save in place that never came: the note keeps what the swap wrote. `kept`: the displaced
+    save's conflict copy, removed once the note holds it."""
+    if not data and not finished:
         log.info(
             "%s: the replaced file was truncated and never written; the note is kept as engrama wrote it", rel
         )
-        return
-    with _SWAP:  # no edit of this process lands between the re-read and the swap
-        chain = _swaps_after(real, seq, ours)
-        edits = [edit, *(swap.edit for swap in chain)]
-
-        def again(text: bytes) -> bytes:
-            for each in edits:
-                text = _applied(each, text, rel)
-            return text
-
-        expected = chain[-1].ours if chain else ours
-        new = again(data)
-        if sha256_hex(new) == expected:
-            return  # the editor saved what the note already holds
+        return True
+    if finished:
+        with _SWAP:  # no edit of this process lands between the re-read and the swap
+            if _put_back(root, real, rel, seq, ours, edit, data):
+                _drop_kept(kept)
+                return True
+    if kept is not None and _still_kept(kept):
+        log.warning(
+            "%s changed again meanwhile; the text the other program saved is kept in %s", rel, kept[0].name
+        )
+        return True
+    for near in (real, root / real.name):  # beside the note; at the vault's top if its folder went away
         try:
-            if _swap_in(real, rel, new, expected, os.stat(real), again) is not None:
+            copy = _conflict_copy(near, data)
+        except (OSError, VaultError) as exc:
+            log.warning("%s: could not keep the editor's text beside %s: %s", rel, near.parent, exc)
+            continue
+        log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, to_rel(root, copy))
+        return True
+    return False
+
+
+def _put_back(
+    root: Path,
+    real: Path,
+    rel: str,
+    seq: int,
+    ours: str,
+    edit: Callable[[bytes], bytes] | None,
+    data: bytes,
+) -> bool:
+    """`_recover`'s put-back into the note, under `_SWAP`; True when the note holds the editor's text."""
+    chain = _swaps_after(real, seq, ours)
+    edits = [edit, *(swap.edit for swap in chain)]
+
+    def again(text: bytes) -> bytes:
+        for each in edits:
+            text = _applied(each, text, rel)
+        return text
+
+    new = again(data)
+    wanted = sha256_hex(new)
+    # What the note holds when nothing but this process touched it since; else the editor saved again
+    # through the path, either the same bytes (the edits are applied again onto them) or with them applied.
+    for base in (chain[-1].ours if chain else ours, sha256_hex(data)):
+        try:
+            now = _read_stable(real, rel)[0]
+        except (OSError, VaultError):
+            return False
+        if sha256_hex(now) == wanted:
+            return True  # the note already holds it
+        if sha256_hex(now) != base:
+            continue
+        try:
+            if _swap_in(root, real, rel, new, base, os.stat(real), again) is not None:
                 log.warning("%s: the editor's text is back in the note, with engrama's edits on it", rel)
-                return
+                return True
         except (OSError, VaultError) as exc:
             log.warning("%s: could not put the editor's text back into the note: %s", rel, exc)
-    copy = _conflict_copy(real, data)
-    log.warning("%s changed again meanwhile; the text the editor saved is kept in %s", rel, copy.name)
+            return False
+    return False
+
+
+def _still_kept(kept: tuple[Path, tuple[int, int]]) -> bool:
+    path, ident = kept
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == ident
+
+
+def _drop_kept(kept: tuple[Path, tuple[int, int]] | None) -> None:
+    """Remove a displaced save's conflict copy once the note holds it, if it is still that very file."""
+    if kept is not None and _still_kept(kept):
+        _remove_quietly(kept[0])
 
 
 def _conflict_copy(real: Path, data: bytes) -> Path:
@@ -740,6 +842,20 @@ def _fsync_folder(folder: Path) -> None:
         pass  # some network filesystems refuse to fsync a folder; the rename itself has happened
     finally:
         os.close(fd)
+
+
+def _remove_own_temp(tmp: Path, st: os.stat_result) -> None:
+    """Remove the temp file `tmp` if it is still the one written (`st`): after an exchange its name holds
+    what was at the note's path, which `_take_displaced` moves away, and which must never be removed here."""
+    try:
+        info = os.lstat(tmp)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        log.warning("could not look at temp file %s: %s", tmp, exc.strerror)
+        return
+    if (info.st_dev, info.st_ino) == (st.st_dev, st.st_ino):
+        _remove_quietly(tmp)
 
 
 def _remove_quietly(path: Path) -> None:

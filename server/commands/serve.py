@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 from types import FrameType
 
@@ -53,7 +52,7 @@ def _stop_before_loop(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     from server.app import create_server  # the MCP SDK is imported only by the command that needs it
-    from server.signals import SignalStop
+    from server.signals import SignalStop, exit_now
 
     signal.signal(signal.SIGTERM, _stop_before_loop)
     try:
@@ -63,6 +62,5 @@ def run(args: argparse.Namespace) -> int:
         # teardown to stay consistent). The SDK's stdin reader may be a worker thread blocked in read(), which
         # interpreter shutdown would wait on until the client closes the pipe; end here instead.
         log.info("stopped by signal")
-        logging.shutdown()
-        os._exit(0)
+        exit_now(0)
     return 0
