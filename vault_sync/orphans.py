@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -240,11 +241,12 @@ class _Watcher:
         item.failures += 1
         if final or item.failures >= ATTEMPTS:
             log.error(
-                "%s: the %d bytes an editor saved into the file engrama had replaced could not be stored "
-                "anywhere in the vault after %d attempts; they are lost",
+                "%s: the %d bytes an editor saved into the file engrama had replaced could not be stored in "
+                "the vault (%d attempts); they are kept outside it, in %s",
                 item.rel,
                 len(data),
                 item.failures,
+                _outside(item.rel, data),
             )
             self._close(item)
             return True
@@ -268,6 +270,18 @@ def _finished(item: _Watched) -> None:
             done()
         except Exception:
             log.exception("%s: forgetting a watched file failed", item.rel)
+
+
+def _outside(rel: str, data: bytes) -> str:
+    """The last resort: `data` in a new file of the system's temp folder (never overwriting one); its path."""
+    stem = os.path.splitext(os.path.basename(rel))[0] or "note"
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"engrama-recovered {stem} ", suffix=".md")
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+    except OSError as exc:
+        return f"nowhere ({exc.strerror})"
+    return path
 
 
 def _read_all(fd: int) -> bytes:

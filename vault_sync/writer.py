@@ -130,6 +130,7 @@ def edit_note(
     `FileNotFoundError` when it does not exist, and the errors of `read_note`. With `quiet`, the edit first
     waits for the note to be quiet and raises `NoteBusy` when it does not become so (see `Quiet`).
     """
+    root = Path(root)
     real_rel, real = _edit_target(root, rel)
     for _ in range(max(attempts, 1)):
         data, st = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
