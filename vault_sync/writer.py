@@ -23,10 +23,13 @@ each other instead of the second replacing the first. Another program can still 
 - an editor saving in place (open, truncate, write) then writes into the file the swap replaced. On POSIX that
   file is kept open and watched for a few seconds (`orphans`);
 - a program saving by rename puts its file at the path just before the swap. On Linux the swap exchanges the
-  two names (`renameat2(RENAME_EXCHANGE)`), so the file it displaced is at hand and is watched the same way;
-  elsewhere that save is lost, a window of microseconds.
+  two names (`renameat2(RENAME_EXCHANGE)`), so the file it displaced is at hand: it is moved at once to a
+  conflict-copy name beside the note (so a crash loses nothing) and watched as a complete save; elsewhere (or
+  where a filesystem or sandbox refuses the exchange) that save is lost, a window of microseconds.
 What an editor wrote is then put back into the note with the edit applied again (`_recover`), or, when the note
-changed otherwise meanwhile, into a conflict copy beside it.
+changed otherwise meanwhile, into a conflict copy beside it (at the vault's top when its folder is gone). A
+process killed (SIGKILL) while a save in place is being written into a replaced file loses that save: its
+bytes lived only in the descriptor. A stop by signal or a normal exit takes a last look first.
 """
 
 from __future__ import annotations
