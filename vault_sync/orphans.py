@@ -130,14 +130,10 @@ class _Watcher:
         if not item.lock.acquire(blocking=False):
             return False
         try:
-            if item.fd < 0:
+            state = self._state(item)
+            if state is None:
                 return True
-            try:
-                st = os.fstat(item.fd)
-            except OSError:
-                self._close(item)
-                return True
-            if (st.st_size, st.st_mtime_ns) != item.state:
+            if state != item.state:
                 return False
             self._close(item)
             return True
@@ -185,15 +181,21 @@ class _Watcher:
             _finished(item)
         return finished
 
-    def _look_locked(self, item: _Watched, now: float, final: bool) -> bool:
+    def _state(self, item: _Watched) -> tuple[int, int] | None:
+        """The watched file's (size, mtime_ns); None when it is closed (or can no longer be looked at)."""
         if item.fd < 0:
-            return True
+            return None
         try:
             st = os.fstat(item.fd)
         except OSError:
             self._close(item)
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def _look_locked(self, item: _Watched, now: float, final: bool) -> bool:
+        state = self._state(item)
+        if state is None:
             return True
-        state = (st.st_size, st.st_mtime_ns)
         if state != item.state:
             item.state, item.changed_at = state, now
         if item.changed_at is not None:  # an editor wrote into it after engrama had read it for the swap
