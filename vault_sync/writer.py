@@ -507,9 +507,8 @@ def _take_displaced(tmp: Path, real: Path, rel: str, checked: tuple[int, int]) -
     log.warning("%s was saved by another program as engrama replaced it; putting that save back", rel)
     try:
         fd = os.open(kept, _OPEN_READ)
-    except (
-        OSError
-    ) as exc:  # out of descriptors, say: the save stays in the conflict copy, listed for the person
+    except OSError as exc:
+        # Out of descriptors, say: the save stays in the conflict copy, listed for the person.
         log.warning("%s: the save is kept in %s (%s)", rel, kept.name, exc.strerror)
         return _Replaced(-1, (-1, -1))
     return _Replaced(fd, (-1, -1), (kept, (info.st_dev, info.st_ino)))
@@ -632,7 +631,7 @@ def _recover(
         except (OSError, VaultError) as exc:
             log.warning("%s: could not keep the editor's text beside %s: %s", rel, near.parent, exc)
             continue
-        log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, to_rel(root, copy))
+        log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
         return True
     return False
 
