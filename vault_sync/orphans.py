@@ -27,6 +27,7 @@ handle until it closes; nothing is watched there.
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
 import tempfile
@@ -107,8 +108,7 @@ class _Watcher:
             closing = self._closing
             if not closing:
                 self._items.append(item)
-                surplus = len(self._items) - MAX_WATCHED
-                oldest = [old for old in self._items[:-1] if old.changed_at is None][: max(0, surplus)]
+                oldest = _oldest_untouched(self._items, len(self._items) - MAX_WATCHED)
                 if self._thread is None or not self._thread.is_alive():
                     self._thread = threading.Thread(target=self._run, name="engrama-orphans", daemon=True)
                     self._thread.start()
@@ -262,6 +262,20 @@ class _Watcher:
                 os.close(item.fd)
             finally:
                 item.fd = -1
+
+
+def _oldest_untouched(items: list[_Watched], count: int) -> list[_Watched]:
+    """The first `count` of `items` nothing was seen written into (the newest, just added, excluded); a walk
+    that stops there, since this runs on every write of a sync."""
+    found: list[_Watched] = []
+    if count <= 0:
+        return found
+    for item in itertools.islice(items, len(items) - 1):
+        if item.changed_at is None:
+            found.append(item)
+            if len(found) == count:
+                break
+    return found
 
 
 def _finished(item: _Watched) -> None:
