@@ -120,13 +120,16 @@ def test_a_save_that_truncated_and_never_wrote_leaves_the_note_as_the_tool_wrote
 def test_a_replaced_file_nobody_writes_into_is_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(orphans, "WATCH", 0.2)
+    monkeypatch.setattr(orphans, "WATCH", 1.0)
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     before = open_fds()
+    started = time.monotonic()
     for n in range(5):
         (tmp_path / f"N{n}.md").write_bytes(b"text\n")
         edit_note(tmp_path, f"N{n}.md", add_mark)
-    assert orphans.WATCHER.pending() == 5
+    watched = orphans.WATCHER.pending()
+    if time.monotonic() - started < orphans.WATCH:  # a loaded machine's fsyncs may outlast the watch
+        assert watched == 5
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     assert open_fds() == before
     assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
