@@ -478,7 +478,7 @@ def test_a_displaced_save_stays_in_the_vault_until_it_is_put_back(
     note.write_bytes(b"# Topic\nfirst line\n")
     saved = b"# Topic\nfirst line\nSaved in that very instant.\n"
     monkeypatch.setattr(writer, "_exchange", displacing(note, saved))
-    monkeypatch.setattr(orphans, "POLL", 1.0)
+    monkeypatch.setattr(orphans, "POLL", 2.0)  # the copy is looked for before the first look
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     wait_for(lambda: not any(t.name == "engrama-orphans" for t in threading.enumerate()))
     edit_note(tmp_path, "Topic.md", add_mark)
