@@ -8,7 +8,7 @@ the re-read that guards a swap and the swap itself are two system calls, and a s
 So on POSIX the writer keeps the replaced file open for a while after each swap (`watch`). Its bytes stay
 readable through that descriptor however it was unlinked. A background thread looks at each one every
 `POLL` seconds; when one changed since the swap (an editor wrote into it) and has then been still for
-`STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._recover`). A
+`STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._Recovery`). A
 file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`.
 
 - The descriptor is closed only once `recovered` says the bytes are stored somewhere (the note, or a conflict

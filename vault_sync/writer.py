@@ -26,10 +26,10 @@ each other instead of the second replacing the first. Another program can still 
   two names (`renameat2(RENAME_EXCHANGE)`), so the file it displaced is at hand: it is moved at once to a
   conflict-copy name beside the note (so a crash loses nothing) and watched as a complete save; elsewhere (or
   where a filesystem or sandbox refuses the exchange) that save is lost, a window of microseconds.
-What an editor wrote is then put back into the note with the edit applied again (`_recover`), or, when the note
-changed otherwise meanwhile, into a conflict copy beside it (at the vault's top when its folder is gone). A
-process killed (SIGKILL) while a save in place is being written into a replaced file loses that save: its
-bytes lived only in the descriptor. A stop by signal or a normal exit takes a last look first.
+What an editor wrote is then put back into the note with the edit applied again (`_Recovery.recover`), or,
+when the note changed otherwise meanwhile, into a conflict copy beside it (at the vault's top when its folder
+is gone). A process killed (SIGKILL) while a save in place is being written into a replaced file loses that
+save: its bytes lived only in the descriptor. A stop by signal or a normal exit takes a last look first.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ log = logging.getLogger(__name__)
 
 # Held from the re-read that guards a swap to the replace: this process's edits of a note never interleave
 # there (the step takes a read of one note and a rename; edits of other notes wait that long at most). Putting
-# back an editor's text (`_recover`) holds it throughout, so no edit lands between its re-read and its swap.
+# back an editor's text (`_Recovery.recover`) holds it throughout, so no edit lands between its re-read and its
+# swap.
 _SWAP = threading.RLock()
 
 MAX_NOTE_BYTES = (
@@ -372,14 +373,14 @@ def _swap_in(
         _remove_own_temp(tmp, tmp_st)
     _fsync_folder(real.parent)
     if replaced.fd >= 0:
-        kept = replaced.kept
+        recovery = _Recovery(root, real, rel, seq, ours, edit, replaced.kept)
         orphans.WATCHER.watch(
             replaced.fd,
             rel,
             replaced.seen,
-            lambda data, finished: _recover(root, real, rel, seq, ours, edit, data, finished, kept),
+            recovery.recover,
             lambda: _release_swap(real, seq),
-            whole=kept is not None,
+            whole=replaced.kept is not None,
         )
     return written
 
@@ -490,7 +491,8 @@ def _take_displaced(tmp: Path, real: Path, rel: str, checked: tuple[int, int]) -
     already held watches it). Anything else is another program's save, or something put at the note's path,
     that landed between the check and the swap: it is never removed. It moves to a conflict-copy name beside
     the note, so it stays in the vault whatever happens to this process, and a regular file is watched from
-    there as a complete save, to be put back into the note at once (`_recover` then removes the copy)."""
+    there as a complete save, to be put back into the note at once (`_Recovery.recover` then removes the
+    copy)."""
     try:
         info = os.lstat(tmp)
     except FileNotFoundError:  # something removed it meanwhile: nothing is left to keep
@@ -588,108 +590,98 @@ def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> by
         return data
 
 
-def _recover(
-    root: Path,
-    real: Path,
-    rel: str,
-    seq: int,
-    ours: str,
-    edit: Callable[[bytes], bytes] | None,
-    data: bytes,
-    finished: bool,
-    kept: tuple[Path, tuple[int, int]] | None,
-) -> bool:
-    """Put back the bytes an editor saved into the file a swap had just replaced (`orphans`); True once they
-    are stored somewhere (the watcher tries again later on False).
+@dataclass(frozen=True)
+class _Recovery:
+    """A swap whose replaced file is watched (`orphans`): what putting an editor's bytes back needs. Swap
+    `seq` replaced the note at `real` (vault path `rel`) with bytes of checksum `ours` through `edit`;
+    `kept`: a displaced save's conflict copy and its (device, inode), removed once the note holds it."""
 
-    The note gets `edit(data)`, as a re-based edit would have written, with every edit this process swapped in
-    on top of that swap since applied again in turn, provided it holds what the last of them wrote (or the
-    editor's own bytes: it saved them again through the note's path). Otherwise (another program saved the
-    note), the editor's bytes go to a conflict copy beside it, listed for the person like a sync tool's
-    (`paths.conflict_original`); at the vault's top when the note's folder is gone. A save still being written
-    (`finished` False: the process is exiting) is never put over the note: it is kept as a conflict copy. An
-    empty file is a save in place that never came: the note keeps what the swap wrote. `kept`: the displaced
-    save's conflict copy, removed once the note holds it."""
-    if not data and not finished:
-        log.info(
-            "%s: the replaced file was truncated and never written; the note is kept as engrama wrote it", rel
-        )
-        return True
-    if finished:
-        with _SWAP:  # no edit of this process lands between the re-read and the swap
-            if _put_back(root, real, rel, seq, ours, edit, data):
-                _drop_kept(kept)
-                return True
-    if kept is not None and _still_kept(kept):
-        log.warning(
-            "%s changed again meanwhile; the text the other program saved is kept in %s", rel, kept[0].name
-        )
-        return True
-    for near in (real, root / real.name):  # beside the note; at the vault's top if its folder went away
+    root: Path
+    real: Path
+    rel: str
+    seq: int
+    ours: str
+    edit: Callable[[bytes], bytes] | None
+    kept: tuple[Path, tuple[int, int]] | None
+
+    def recover(self, data: bytes, finished: bool) -> bool:
+        """Put back the bytes an editor saved into the file the swap replaced; True once they are stored
+        somewhere (the watcher tries again later on False).
+
+        The note gets `edit(data)`, as a re-based edit would have written, with every edit this process
+        swapped in on top of that swap since applied again in turn (`put_back`). Otherwise (another program
+        saved the note), the editor's bytes go to a conflict copy beside it, listed for the person like a sync
+        tool's (`paths.conflict_original`); at the vault's top when the note's folder is gone. A save still
+        being written (`finished` False: the process is exiting) is never put over the note: it is kept as a
+        conflict copy. An empty file is a save in place that never came: the note keeps what the swap wrote."""
+        rel = self.rel
+        if not data and not finished:
+            log.info(
+                "%s: the replaced file was truncated and never written; the note is kept as engrama wrote it",
+                rel,
+            )
+            return True
+        if finished:
+            with _SWAP:  # no edit of this process lands between the re-read and the swap
+                if self.put_back(data):
+                    if self.kept is not None and _is_file(*self.kept):
+                        _remove_quietly(self.kept[0])
+                    return True
+        if self.kept is not None and _is_file(*self.kept):
+            log.warning(
+                "%s changed again meanwhile; the text the other program saved is kept in %s",
+                rel,
+                self.kept[0].name,
+            )
+            return True
+        # Beside the note; at the vault's top when its folder went away.
+        for near in (self.real, self.root / self.real.name):
+            try:
+                copy = _conflict_copy(near, data)
+            except (OSError, VaultError) as exc:
+                log.warning("%s: could not keep the editor's text beside %s: %s", rel, near.parent, exc)
+                continue
+            log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
+            return True
+        return False
+
+    def put_back(self, data: bytes) -> bool:
+        """`recover`'s put-back into the note, under `_SWAP`; True when the note holds the editor's text.
+
+        The note is expected to hold what the last swap of this process wrote, or the editor's own bytes (it
+        saved them again through the note's path): the edits go onto either."""
+        chain = _swaps_after(self.real, self.seq, self.ours)
+        edits = [self.edit, *(swap.edit for swap in chain)]
+
+        def again(text: bytes) -> bytes:
+            for each in edits:
+                text = _applied(each, text, self.rel)
+            return text
+
+        new = again(data)
         try:
-            copy = _conflict_copy(near, data)
+            now, st = _read_stable(self.real, self.rel)
+            held = sha256_hex(now)
+            if held == sha256_hex(new):
+                return True  # the note already holds it
+            if held not in (chain[-1].ours if chain else self.ours, sha256_hex(data)):
+                return False
+            if _swap_in(self.root, self.real, self.rel, new, held, st, again) is None:
+                return False
         except (OSError, VaultError) as exc:
-            log.warning("%s: could not keep the editor's text beside %s: %s", rel, near.parent, exc)
-            continue
-        log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
+            log.warning("%s: could not put the editor's text back into the note: %s", self.rel, exc)
+            return False
+        log.warning("%s: the editor's text is back in the note, with engrama's edits on it", self.rel)
         return True
-    return False
 
 
-def _put_back(
-    root: Path,
-    real: Path,
-    rel: str,
-    seq: int,
-    ours: str,
-    edit: Callable[[bytes], bytes] | None,
-    data: bytes,
-) -> bool:
-    """`_recover`'s put-back into the note, under `_SWAP`; True when the note holds the editor's text."""
-    chain = _swaps_after(real, seq, ours)
-    edits = [edit, *(swap.edit for swap in chain)]
-
-    def again(text: bytes) -> bytes:
-        for each in edits:
-            text = _applied(each, text, rel)
-        return text
-
-    new = again(data)
-    wanted = sha256_hex(new)
-    # What the note holds when nothing but this process touched it since; else the editor saved again
-    # through the path, either the same bytes (the edits are applied again onto them) or with them applied.
-    for base in (chain[-1].ours if chain else ours, sha256_hex(data)):
-        try:
-            now = _read_stable(real, rel)[0]
-        except (OSError, VaultError):
-            return False
-        if sha256_hex(now) == wanted:
-            return True  # the note already holds it
-        if sha256_hex(now) != base:
-            continue
-        try:
-            if _swap_in(root, real, rel, new, base, os.stat(real), again) is not None:
-                log.warning("%s: the editor's text is back in the note, with engrama's edits on it", rel)
-                return True
-        except (OSError, VaultError) as exc:
-            log.warning("%s: could not put the editor's text back into the note: %s", rel, exc)
-            return False
-    return False
-
-
-def _still_kept(kept: tuple[Path, tuple[int, int]]) -> bool:
-    path, ident = kept
+def _is_file(path: Path, ident: tuple[int, int]) -> bool:
+    """Whether `path` still names the file with (device, inode) `ident`."""
     try:
         info = os.lstat(path)
     except OSError:
         return False
     return (info.st_dev, info.st_ino) == ident
-
-
-def _drop_kept(kept: tuple[Path, tuple[int, int]] | None) -> None:
-    """Remove a displaced save's conflict copy once the note holds it, if it is still that very file."""
-    if kept is not None and _still_kept(kept):
-        _remove_quietly(kept[0])
 
 
 def _conflict_copy(real: Path, data: bytes) -> Path:
@@ -850,14 +842,7 @@ def _fsync_folder(folder: Path) -> None:
 def _remove_own_temp(tmp: Path, st: os.stat_result) -> None:
     """Remove the temp file `tmp` if it is still the one written (`st`): after an exchange its name holds
     what was at the note's path, which `_take_displaced` moves away, and which must never be removed here."""
-    try:
-        info = os.lstat(tmp)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        log.warning("could not look at temp file %s: %s", tmp, exc.strerror)
-        return
-    if (info.st_dev, info.st_ino) == (st.st_dev, st.st_ino):
+    if _is_file(tmp, (st.st_dev, st.st_ino)):
         _remove_quietly(tmp)
 
 
