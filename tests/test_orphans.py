@@ -277,7 +277,7 @@ async def test_through_the_server_a_save_racing_a_tool_write_keeps_the_persons_t
     assert sorted(p.name for p in note.parent.iterdir()) == ["Lantern.md"]
 
 
-@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
 def test_a_save_by_rename_landing_between_the_check_and_the_swap_is_put_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,7 +304,7 @@ def test_a_save_by_rename_landing_between_the_check_and_the_swap_is_put_back(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
 
-@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
 def test_a_note_deleted_between_the_check_and_the_swap_is_not_brought_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -468,7 +468,7 @@ def displacing(note: Path, saved: bytes) -> Callable[[Path, Path], bool]:
     return save_then_exchange
 
 
-@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
 def test_a_displaced_save_stays_in_the_vault_until_it_is_put_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -489,7 +489,7 @@ def test_a_displaced_save_stays_in_the_vault_until_it_is_put_back(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
 
-@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
 def test_an_empty_save_by_rename_is_a_finished_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The person emptied the note and their editor saved it by rename as the tool wrote: that is the note's
     text now (with the tool's edit on it), at once, not a save in place still to come."""
@@ -504,7 +504,7 @@ def test_an_empty_save_by_rename_is_a_finished_save(tmp_path: Path, monkeypatch:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
 
-@pytest.mark.skipif(writer._RENAMEAT2 is None, reason="names are exchanged atomically on Linux only")
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
 def test_a_sandbox_refusing_the_exchange_falls_back_to_a_plain_replace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -514,8 +514,50 @@ def test_a_sandbox_refusing_the_exchange_falls_back_to_a_plain_replace(
         ctypes.set_errno(errno.EPERM)
         return -1
 
-    monkeypatch.setattr(writer, "_RENAMEAT2", refused)
+    monkeypatch.setattr(writer, "_EXCHANGE", refused)
     note = tmp_path / "Topic.md"
     note.write_bytes(b"text\n")
     assert edit_note(tmp_path, "Topic.md", add_mark).changed
     assert note.read_bytes() == add_mark(b"text\n")
+
+
+class _MacLibc:
+    """A C library with macOS's `renamex_np(from, to, flags)`, carried out here by Linux's exchange: what
+    this checks is how the writer calls it (which names, in which order, with which flag)."""
+
+    def __init__(self, exchange: Callable[[bytes, bytes], int]) -> None:
+        def renamex_np(source: bytes, target: bytes, flags: int) -> int:
+            if flags != 0x2:  # RENAME_SWAP in macOS's <stdio.h>; anything else would not swap
+                ctypes.set_errno(errno.EINVAL)
+                return -1
+            return exchange(source, target)
+
+        self.renamex_np = renamex_np
+
+
+@pytest.mark.skipif(
+    writer._load_exchange("linux") is None, reason="needs Linux's exchange to stand in for macOS's"
+)
+def test_on_macos_a_save_by_rename_landing_as_the_tool_writes_is_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """macOS swaps two names with `renamex_np(RENAME_SWAP)`: the writer uses it as it uses Linux's exchange."""
+    linux = writer._load_exchange("linux")
+    assert linux is not None
+    mac = writer._load_exchange("darwin", _MacLibc(linux))
+    assert mac is not None
+    monkeypatch.setattr(writer, "_EXCHANGE", mac)
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nfirst line\n")
+    saved = b"# Topic\nfirst line\nSaved in that very instant.\n"
+    monkeypatch.setattr(writer, "_exchange", displacing(note, saved))
+    edit_note(tmp_path, "Topic.md", add_mark)
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+def test_the_atomic_exchange_is_looked_up_where_the_system_has_one() -> None:
+    assert writer._load_exchange("win32") is None
+    assert writer._load_exchange("darwin", object()) is None  # macOS before 10.12: no renamex_np
+    assert writer._load_exchange("linux", object()) is None  # a C library without renameat2

@@ -22,10 +22,11 @@ under one lock (`_SWAP`), so two tool calls editing one note at once (each write
 each other instead of the second replacing the first. Another program can still act between them:
 - an editor saving in place (open, truncate, write) then writes into the file the swap replaced. On POSIX that
   file is kept open and watched for a few seconds (`orphans`);
-- a program saving by rename puts its file at the path just before the swap. On Linux the swap exchanges the
-  two names (`renameat2(RENAME_EXCHANGE)`), so the file it displaced is at hand: it is moved at once to a
-  conflict-copy name beside the note (so a crash loses nothing) and watched as a complete save; elsewhere (or
-  where a filesystem or sandbox refuses the exchange) that save is lost, a window of microseconds.
+- a program saving by rename puts its file at the path just before the swap. On Linux and macOS the swap
+  exchanges the two names (`renameat2(RENAME_EXCHANGE)`, `renamex_np(RENAME_SWAP)`), so the file it displaced
+  is at hand: it is moved at once to a conflict-copy name beside the note (so a crash loses nothing) and
+  watched as a complete save; elsewhere (Windows, or where a filesystem or sandbox refuses the exchange) that
+  save is lost, a window of microseconds.
 What an editor wrote is then put back into the note with the edit applied again (`_Recovery.recover`), or,
 when the note changed otherwise meanwhile, into a conflict copy beside it (at the vault's top when its folder
 is gone). A process killed (SIGKILL) while a save in place is being written into a replaced file loses that
@@ -46,6 +47,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vault_sync import orphans
 from vault_sync.checksum import sha256_hex
@@ -444,20 +446,33 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
     return _Replaced(fd, (st.st_size, st.st_mtime_ns))
 
 
-_RENAME_EXCHANGE = 2  # linux/fs.h
+_RENAME_EXCHANGE = 2  # linux/fs.h: renameat2's flag
+_RENAME_SWAP = 2  # macOS sys/stdio.h: renamex_np's flag
+_AT_FDCWD = -100  # linux/fcntl.h: paths relative to the working folder (ours are absolute)
 
 
-def _load_renameat2() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
+def _load_exchange(platform: str = sys.platform, libc: Any = None) -> Callable[[bytes, bytes], int] | None:
+    """The C library's call that swaps two names atomically, as `f(a, b)` giving 0, or -1 with errno set:
+    Linux `renameat2(RENAME_EXCHANGE)` (glibc 2.28 and later), macOS `renamex_np(RENAME_SWAP)` (10.12 and
+    later; APFS swaps, other filesystems answer ENOTSUP). None where there is none."""
+    if not (platform.startswith("linux") or platform == "darwin"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.renameat2
-    except (OSError, AttributeError):  # a libc without it (glibc before 2.28, some others)
+        lib = libc if libc is not None else ctypes.CDLL(None, use_errno=True)
+        if platform == "darwin":
+            swap = lib.renamex_np
+            swap.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint)
+            swap.restype = ctypes.c_int
+            return lambda a, b: swap(a, b, _RENAME_SWAP)
+        exchange = lib.renameat2
+        exchange.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        exchange.restype = ctypes.c_int
+        return lambda a, b: exchange(_AT_FDCWD, a, _AT_FDCWD, b, _RENAME_EXCHANGE)
+    except (OSError, AttributeError):  # a C library without it (glibc before 2.28, musl before 1.2.1, ...)
         return None
 
 
-_RENAMEAT2 = _load_renameat2()
+_EXCHANGE = _load_exchange()
 # Refused by the system or the filesystem, or by a sandbox's system-call filter (EPERM): `os.replace` instead,
 # which reports a real permission problem itself.
 _EXCHANGE_UNSUPPORTED = {
@@ -472,13 +487,12 @@ _EXCHANGE_UNSUPPORTED = {
 
 
 def _exchange(tmp: Path, real: Path) -> bool:
-    """Swap the two names atomically (Linux `renameat2(RENAME_EXCHANGE)`): the note's path gets the new file
-    and `tmp` the one that was there, whatever it was by then. False where the system or filesystem cannot
-    (then the caller replaces, and a save landing in between is not seen)."""
-    if _RENAMEAT2 is None:
+    """Swap the two names atomically (`_load_exchange`): the note's path gets the new file and `tmp` the one
+    that was there, whatever it was by then. False where the system or filesystem cannot (then the caller
+    replaces, and a save landing in between is not seen)."""
+    if _EXCHANGE is None:
         return False
-    at_fdcwd = -100
-    if _RENAMEAT2(at_fdcwd, os.fsencode(tmp), at_fdcwd, os.fsencode(real), _RENAME_EXCHANGE) == 0:
+    if _EXCHANGE(os.fsencode(tmp), os.fsencode(real)) == 0:
         return True
     err = ctypes.get_errno()
     if err in _EXCHANGE_UNSUPPORTED:
