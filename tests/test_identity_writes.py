@@ -19,7 +19,7 @@ from server.services.forget import forget
 from server.services.relate import relate
 from server.services.remember import remember
 from server.settings import Settings
-from server.store import Node
+from server.store import Node, history_sql
 from vault_sync.identify import read_id
 from vault_sync.locate import Located, candidate_paths, locate_note
 from vault_sync.model import FileState
@@ -171,6 +171,62 @@ async def test_a_write_for_an_entity_whose_path_a_new_note_took_never_gives_its_
     kept = await rt.store.get_node(made.id)
     assert kept is not None and kept.status == "archived"
     assert made.id not in ids_in_vault(vault).values()
+
+
+async def test_a_new_note_at_a_renamed_notes_path_keeps_its_text_and_the_write_goes_to_the_renamed_one(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: while no server ran, the person renamed the entity's note and started a new one at
+    its old path. A write right after start-up (before the catch-up read either) edited the file at the
+    recorded path: the person's `status: draft` was replaced unrecorded, the observation landed in the wrong
+    note, and the renamed note lost its identity as a "copy". Now the file must be the entity's note."""
+    made = await remember(rt, "Project", "Atlas", {"status": "active"}, "The original project note.")
+    move(vault, "Projects/Atlas.md", "Projects/Atlas 2023.md")
+    new_text = b"---\ntype: Project\nstatus: draft\n---\nA new note the person started: an idea sketch.\n"
+    (vault / "Projects/Atlas.md").write_bytes(new_text)
+    done = await remember(rt, "Project", "Atlas", {"status": "shipped"}, "Shipped v2 of the original.")
+    assert (done.id, done.path) == (made.id, "Projects/Atlas 2023.md")
+    assert (vault / "Projects/Atlas.md").read_bytes() == new_text
+    renamed = (vault / "Projects/Atlas 2023.md").read_text(encoding="utf-8")
+    assert "status: shipped" in renamed and "Shipped v2 of the original." in renamed
+    assert read_id(renamed.encode()) == made.id
+
+
+async def test_a_write_never_lands_in_a_file_at_the_entitys_path_holding_another_notes_id(
+    rt: Runtime, vault: Path
+) -> None:
+    """The person swapped two notes' files (or synced another device's note over this path): the file at the
+    recorded path is another entity's note. Writing the entity's keys into it would damage that note."""
+    atlas = await remember(rt, "Project", "Atlas", {"status": "active"}, "Atlas's own words.")
+    other = await remember(rt, "Project", "Borealis", {"status": "paused"}, "Borealis's own words.")
+    assert other.path is not None
+    borealis = (vault / other.path).read_bytes()
+    move(vault, "Projects/Atlas.md", "Elsewhere/Atlas.md")
+    os.replace(vault / other.path, vault / "Projects/Atlas.md")  # Borealis's file now where Atlas's was
+    done = await remember(rt, "Project", "Atlas", {"status": "shipped"}, "Atlas again.")
+    assert (done.id, done.path) == (atlas.id, "Elsewhere/Atlas.md")
+    assert (vault / "Projects/Atlas.md").read_bytes() == borealis
+    assert "Atlas again." in (vault / "Elsewhere/Atlas.md").read_text(encoding="utf-8")
+
+
+async def test_a_changed_note_without_an_id_at_the_entitys_path_is_read_before_it_is_written(
+    rt: Runtime, vault: Path
+) -> None:
+    """The entity's note is gone for good and the person wrote a new one at its path, without an id: the
+    graph reads it before the write, so the value the person wrote is seen (kept in the history) rather than
+    silently replaced, and the write lands in that note (the entity's path and name)."""
+    made = await remember(rt, "Project", "Atlas", {"status": "active"}, "The first note.")
+    (vault / "Projects/Atlas.md").write_bytes(
+        b"---\ntype: Project\nstatus: draft\n---\nRewritten by the person from scratch.\n"
+    )
+    done = await remember(rt, "Project", "Atlas", {"status": "shipped"}, "Written after.")
+    assert done.path == "Projects/Atlas.md"
+    text = (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+    assert "Rewritten by the person from scratch." in text and "Written after." in text
+    assert "status: shipped" in text and read_id(text.encode()) == done.id
+    past = await rt.store.read(history_sql.history, done.id)
+    assert ("status", "draft") in [(v.key, v.value) for v in past], past
+    assert done.id == made.id  # the note at the entity's path is still the entity, as a sync would say
 
 
 async def test_forget_right_after_a_move_archives_the_moved_note(

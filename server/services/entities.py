@@ -32,8 +32,10 @@ from server.services.schema import (
 from server.store import Node, history_sql, memory_sql, nodes_sql, outbox_sql, sync_sql
 from server.store.clock import utc_now
 from vault_sync import identify
+from vault_sync.checksum import sha256_hex
 from vault_sync.errors import MalformedNote, VaultError
 from vault_sync.locate import Located, locate_note, unseen_notes_named
+from vault_sync.model import FileState
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
 from vault_sync.relations_block import add_relation
@@ -41,6 +43,16 @@ from vault_sync.report import FAILED
 from vault_sync.writer import NoteExists, create_note, edit_note, restore_from_trash
 
 MAX_NAME_SUFFIX = 20  # `Name 2.md` ... when another entity's note already has the plain file name
+
+
+class NotItsNote(ServiceError):
+    """The file at an entity's recorded path is not known to be its note: it holds another engrama_id, or
+    none and the graph has not read it as this entity's (a new note the person made where the entity's note
+    was, before the watcher or the start-up catch-up reconciled it). Nothing was written."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -271,13 +283,49 @@ async def write_entity(
       overwritten), reconciled and written, and the result says so;
     - found nowhere (deleted for good): the old node stays archived and a new note is created with a FRESH
       id. Reusing the old id would give two files one id as soon as the deleted one came back (from git, a
-      sync tool, a backup), and the person's file would then lose its identity as a "copy"."""
+      sync tool, a backup), and the person's file would then lose its identity as a "copy".
+
+    A file at the recorded path is written only when it is the entity's note: it holds the entity's id, or
+    none and is exactly what the graph last read there as the entity's note. Anything else (a new note the
+    person started at that path after renaming the old one, another note's file moved there) is not
+    touched: the id is looked for elsewhere as above, and when it is nowhere the path is reconciled first and
+    the write decided again on what the person wrote there (`NotItsNote`)."""
     if not writes_notes(rt):
         return await _write_graph_only(rt, label, name, properties, observation, relations, reason, remove)
+    try:
+        return await _write_note(rt, label, name, properties, observation, relations, target, remove, reason)
+    except NotItsNote as exc:
+        # The graph has not read what is at the entity's path now (and the entity's id is not elsewhere in
+        # the vault): read it, then decide again on the graph as it is.
+        await rt.require_sync().sync_path(exc.path)
+        if target is not None:
+            target = await rt.store.get_node(target.id) or target
+        try:
+            return await _write_note(
+                rt, label, name, properties, observation, relations, target, remove, reason
+            )
+        except NotItsNote as again:
+            raise ServiceError(str(again)) from None
+
+
+async def _write_note(
+    rt: Runtime,
+    label: str,
+    name: str,
+    properties: Mapping[str, Any],
+    observation: str | None,
+    relations: Sequence[PlannedRelation],
+    target: Node | None,
+    remove: tuple[str, ...],
+    reason: str,
+) -> EntityWrite:
+    """`write_entity` when this process writes the vault. Raises `NotItsNote` when the file at the entity's
+    recorded path is not known to be its note and its id is nowhere else in the vault."""
     existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
     if target is None and (existing is None or existing.status == "stub") and await _caught_up(rt, name):
         existing = await rt.store.read(memory_sql.find_merge_target, label, name)
     if existing is not None and existing.path and existing.status != "stub":
+        not_its_note: NotItsNote | None = None
         try:
             added = await _update(
                 rt, existing.path, properties, observation, relations, remove, node_id=existing.id
@@ -285,7 +333,11 @@ async def write_entity(
             return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
         except FileNotFoundError:
             pass
+        except NotItsNote as exc:
+            not_its_note = exc
         found = await locate_entity_note(rt, existing)
+        if found is None and not_its_note is not None:
+            raise not_its_note
         if found is not None:
             return await _write_found(rt, existing, found, properties, observation, relations, remove)
         await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
@@ -424,8 +476,11 @@ async def _update(
     today = date.today().isoformat()
     counted: dict[str, int] = {}
     links = await _links(rt, relations)
+    recorded = await rt.store.file_state(rel) if node_id is not None else None
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
+        if node_id is not None:
+            _require_note_of(data, node_id, rel, recorded)
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
@@ -437,6 +492,23 @@ async def _update(
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)
+
+
+def _require_note_of(data: bytes, node_id: str, rel: str, recorded: FileState | None) -> None:
+    """Raise `NotItsNote` unless `data` is the note of `node_id`: it holds that id, or no id and is exactly
+    what the graph last read at `rel` as that node's note (a note still owed its id line)."""
+    held = identify.read_id(data)
+    if held == node_id:
+        return
+    owed = held is None and recorded is not None and recorded.node_id == node_id
+    if owed and recorded is not None and recorded.checksum == sha256_hex(data):
+        return
+    what = "another note's engrama_id" if held is not None else "no engrama_id, and changed since it was read"
+    raise NotItsNote(
+        f"{rel} holds {what}, so it is not known to be this entity's note; nothing was written. Call "
+        "engrama_sync_note with this path, then try again",
+        rel,
+    )
 
 
 def _with_relations(data: bytes, links: Sequence[tuple[str, str, tuple[str, ...]]]) -> tuple[bytes, int]:
