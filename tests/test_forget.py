@@ -73,6 +73,34 @@ async def test_archive_changes_only_the_status_line_of_the_note(rt: Runtime, vau
     assert (past.key, past.value, past.source, past.reason) == ("status", "active", "tool", REASON)
 
 
+async def test_archive_keeps_the_persons_comments_on_the_status_line_and_never_rewrites_one_inside_it(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: archiving replaced the whole `status:` entry, so a comment after the value, or a
+    status of several lines with comments in it, was lost for good (the graph keeps values, not comments),
+    while the tool said no other byte changed."""
+    commented = (
+        (vault / "Projects/Harbor.md")
+        .read_bytes()
+        .replace(b"\r\nstatus: active\r\n", b"\r\nstatus: active  # since May, ask Ann\r\n")
+    )
+    write(vault, "Projects/Harbor.md", commented)
+    await rt.require_sync().sync_path("Projects/Harbor.md")
+    await forget(rt, "Harbor")
+    assert (vault / "Projects/Harbor.md").read_bytes() == commented.replace(
+        b"status: active  #", b"status: archived  #"
+    )
+    nested = b"---\ntype: Concept\nstatus:   # where we are\n  phase: build\n  blocked_by: legal  # ask Bob\n---\nx\n"
+    write(vault, "Concepts/Plan.md", nested)
+    await rt.require_sync().sync_path("Concepts/Plan.md")
+    kept = (vault / "Concepts/Plan.md").read_bytes()  # with its engrama_id
+    with pytest.raises(ServiceError, match="holds a comment .* Set it by hand"):
+        await forget(rt, "Plan")
+    assert (vault / "Concepts/Plan.md").read_bytes() == kept
+    node = (await rt.store.find_nodes("Plan", "Concept"))[0]
+    assert node.status != "archived"
+
+
 async def test_archive_adds_the_status_line_when_the_note_has_none(rt: Runtime, vault: Path) -> None:
     before = (vault / "Technologies/SQLite.md").read_bytes()
     done = await forget(rt, "SQLite", "technology")

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vault_sync.errors import VaultError
+from vault_sync.errors import MalformedNote, VaultError
 from vault_sync.frontmatter import BOM, locate_frontmatter, read_frontmatter
 from vault_sync.identify import insert_id
 from vault_sync.model import ParsedNote
@@ -149,6 +149,11 @@ def parse(data: bytes) -> ParsedNote:
     return parse_note("Folder/Note.md", data, folder_labels={}, canonical_label=lambda t: None)
 
 
+def comments_of(entry: bytes) -> list[bytes]:
+    """The comments written in an entry's lines (the generated values hold no `#` of their own)."""
+    return [line[line.index(b"#") :].rstrip(b"\r\n") for line in entry.splitlines() if b"#" in line]
+
+
 def body_of(data: bytes) -> bytes:
     span = locate_frontmatter(data)
     return data[span.end :] if span else data[len(BOM) if data.startswith(BOM) else 0 :]
@@ -214,10 +219,20 @@ def test_update_note_changes_only_the_keys_it_sets(
     note: Note, replaced: list[str], added: dict[str, Any], values: list[Any], observation: str | None
 ) -> None:
     updates = {**added, **{key: values[i] for i, key in enumerate(replaced)}}
-    out = update_note(note.data, properties=updates, observation=observation, today="2026-11-21")
+    try:
+        out = update_note(note.data, properties=updates, observation=observation, today="2026-11-21")
+    except MalformedNote as exc:
+        # Refused only when rewriting an entry would lose the person's comment: one inside a value of
+        # several lines (a comment after a value on the key's line stays, the value replaced in place).
+        assert "comment" in str(exc)
+        assert any(key in updates and b"#" in text and text.count(b"\n") > 1 for key, text in note.entries)
+        return
     for key, text in note.entries:
         if key not in updates:
             assert text in out, f"the lines of {key!r} changed"
+        else:
+            for comment in comments_of(text):
+                assert comment in out, f"the comment {comment!r} of {key!r} was lost"
     old_body, new_body = body_of(note.data), body_of(out)
     assert new_body.startswith(old_body)
     appended = new_body[len(old_body) :]
@@ -256,7 +271,13 @@ def test_extract_wikilinks_returns_clean_unique_targets(pieces: list[str]) -> No
 @given(notes(), st.lists(st.sampled_from([*KEYS, "relations"]), unique=True, min_size=1, max_size=3))
 def test_update_note_removes_only_the_lines_of_the_keys_it_removes(note: Note, removed: list[str]) -> None:
     """Reviving an entity takes its `valid_to:` (or `status:`) line out: every other byte stays."""
-    out = update_note(note.data, properties={}, observation=None, today="2026-11-21", remove=removed)
+    try:
+        out = update_note(note.data, properties={}, observation=None, today="2026-11-21", remove=removed)
+    except MalformedNote as exc:  # the entry holds the person's comment: never removed with it
+        assert "comment" in str(exc)
+        assert any(key in removed and b"#" in text for key, text in note.entries)
+        return
+    assert not any(key in removed and b"#" in text for key, text in note.entries), "a comment was removed"
     if not any(key in removed for key, _ in note.entries):
         assert out == note.data  # nothing to remove: not a byte changes
     for key, text in note.entries:

@@ -16,6 +16,10 @@ from typing import Any
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
+    Entry,
+    comments_in,
+    inline_value,
+    inline_value_span,
     mapping_indent,
     plain_value,
     prepend_block,
@@ -134,20 +138,41 @@ def _set_keys(
         render_entry(k, v, indent=indent, newline=newline) for k, v in updates.items() if k not in entries
     )
     edits = [(len(text), len(text), added)]
-    edits += [
-        (e.start, e.end, render_entry(k, v, indent=indent, newline=newline))
-        for k, v in updates.items()
-        if (e := entries.get(k)) is not None
-    ]
-    edits += [
-        (e.start, _past_blank_lines(text, e.end) if with_blank_lines else e.end, "")
-        for k in dropped
-        if (e := entries.get(k)) is not None
-    ]
+    for k, v in updates.items():
+        if (e := entries.get(k)) is not None:
+            edits.append(_set_entry(text, e, v, render_entry(k, v, indent=indent, newline=newline)))
+    for k in dropped:
+        if (e := entries.get(k)) is not None:
+            if comments := comments_in(text, e):
+                raise MalformedNote(
+                    f"`{k}:` in the frontmatter holds a comment ({comments[0]!r}) that removing it would lose; "
+                    "the note was left alone. Remove the key by hand, or move the comment to a line of its "
+                    "own, then try again"
+                )
+            edits.append((e.start, _past_blank_lines(text, e.end) if with_blank_lines else e.end, ""))
     new_text = text
     for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
         new_text = new_text[:start] + new + new_text[end:]
     return splice(data, span, text, 0, len(text), new_text)
+
+
+def _set_entry(text: str, entry: Entry, value: Any, rendered: str) -> tuple[int, int, str]:
+    """The edit giving `entry` its new `value` (`rendered`: the whole entry anew). When the person wrote
+    comments on its lines, only a value written on the key's own line is replaced, in place and on one line
+    (`status: active  # since May` keeps its comment; a list there is written `[a, b]`); anything else is
+    refused: the comment is theirs, and the parsed value does not hold it."""
+    comments = comments_in(text, entry)
+    if not comments:
+        return entry.start, entry.end, rendered
+    span, inline = inline_value_span(entry), inline_value(entry.key, value)
+    if span is None or inline is None:
+        raise MalformedNote(
+            f"`{entry.key}:` in the frontmatter holds a comment ({comments[0]!r}) that rewriting it would "
+            "lose; the note was left alone. Set it by hand, or move the comment to a line of its own, then "
+            "try again"
+        )
+    start, end = span
+    return start, end, inline if end > start else f" {inline}"  # an empty value ends at its colon
 
 
 def _past_blank_lines(text: str, at: int) -> int:

@@ -31,6 +31,7 @@ class Entry:
     start: int
     end: int
     node: yaml.Node  # the value node
+    key_node: yaml.Node | None = None
 
 
 class _NoteDumper(yaml.SafeDumper):
@@ -94,8 +95,79 @@ def entries_of(text: str, node: yaml.MappingNode) -> list[Entry]:
                 "the frontmatter uses a layout engrama-vault cannot edit line by line; left alone"
             )
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        found.append(Entry(key, start, line_after(text, content_end(value_node)), value_node))
+        found.append(Entry(key, start, line_after(text, content_end(value_node)), value_node, key_node))
     return found
+
+
+def comments_in(text: str, entry: Entry) -> list[str]:
+    """The comments written on `entry`'s lines (`# ...` outside every scalar): what rendering the entry anew
+    would lose, since the parsed value does not hold them."""
+    spans = _scalar_spans(text, entry.key_node) + _scalar_spans(text, entry.node)
+    found: list[str] = []
+    at = entry.start
+    while (at := text.find("#", at, entry.end)) >= 0:
+        if (at == 0 or text[at - 1] in " \t\n") and not any(a <= at < b for a, b in spans):
+            stop = text.find("\n", at, entry.end)
+            stop = entry.end if stop < 0 else stop
+            found.append(text[at:stop].rstrip())
+            at = stop
+        else:
+            at += 1
+    return found
+
+
+def _scalar_spans(text: str, node: yaml.Node | None) -> list[tuple[int, int]]:
+    """Where the scalars of `node` are written; a block scalar's header line (`| # a note`) is not its text."""
+    if isinstance(node, yaml.ScalarNode):
+        start = node.start_mark.index
+        if node.style in ("|", ">"):
+            start = line_after(text, start + 1)
+        return [(start, node.end_mark.index)]
+    if isinstance(node, yaml.SequenceNode):
+        return [span for item in node.value for span in _scalar_spans(text, item)]
+    if isinstance(node, yaml.MappingNode):
+        return [span for k, v in node.value for span in _scalar_spans(text, k) + _scalar_spans(text, v)]
+    return []
+
+
+def inline_value_span(entry: Entry) -> tuple[int, int] | None:
+    """Where `entry`'s value is written when it is all on the key's own line (a plain or quoted scalar, a
+    flow list or map), so it can be replaced alone, keeping the rest of the line (a comment after it)."""
+    node, key = entry.node, entry.key_node
+    if key is None or (isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")):
+        return None
+    if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)) and not node.flow_style:
+        return None
+    if not node.start_mark.line == node.end_mark.line == key.start_mark.line:
+        return None
+    return node.start_mark.index, node.end_mark.index
+
+
+def inline_value(key: Any, value: Any) -> str | None:
+    """`value` written to fit on its key's line (flow style: `[a, b]`, `{k: v}`, a plain or quoted scalar),
+    for `key: value` in a note; None when it cannot be written on one line so that it reads back the same."""
+    for allow_unicode in (True, False):
+        try:
+            dumped = yaml.dump(
+                {key: plain_value(value)},
+                Dumper=_NoteDumper,
+                sort_keys=False,
+                allow_unicode=allow_unicode,
+                default_flow_style=True,
+                width=1_000_000_000,
+            ).removesuffix("\n")
+        except yaml.YAMLError:
+            return None
+        if "\n" in dumped or any(c in dumped for c in "\x85\u2028\u2029"):
+            continue
+        root = compose(dumped)
+        if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
+            return None
+        node = root.value[0][1]
+        text = dumped[node.start_mark.index : node.end_mark.index]
+        if text and same_data(yaml.safe_load(f"k: {text}"), {"k": plain_value(value)}):
+            return text
+    return None
 
 
 def top_level_entries(text: str) -> list[Entry]:
