@@ -138,6 +138,27 @@ async def test_a_copied_note_gets_a_fresh_id_and_the_original_keeps_its_own(
     assert len(await store.find_nodes("Original")) == 1 and len(await store.find_nodes("Original copy")) == 1
 
 
+async def test_a_symlink_to_a_note_never_changes_that_notes_id_and_is_not_a_second_note(
+    vault: Path, store: GraphStore
+) -> None:
+    """Found by review: a link `Link.md -> Real.md` was listed as a note of its own holding the same id, so
+    every sync took one of the two for a copy and wrote a new id into Real.md (through the link), turn about;
+    searches found the text twice, and the link's copy went stale (the watcher sees Real.md change)."""
+    sync = engine(vault, store)
+    write(vault, "Real.md", "---\ntitle: Real\n---\nmy wombat text\n")
+    first = await sync.sync_vault()
+    real_id = read_id((vault / "Real.md").read_bytes())
+    assert first.ids_injected == ["Real.md"] and real_id
+    os.symlink("Real.md", vault / "Link.md")
+    for _ in range(3):
+        report = await sync.sync_vault()
+        assert report.ids_injected == [] and report.created == 0
+        assert read_id((vault / "Real.md").read_bytes()) == real_id
+    assert (await sync.sync_path("Link.md")).action == "ignored"
+    assert [(n.id, n.path) for n in await store.find_nodes("Real")] == [(real_id, "Real.md")]
+    assert await store.find_nodes("Link") == []
+
+
 async def test_a_copy_of_an_archived_note_gets_a_fresh_id_too(vault: Path, store: GraphStore) -> None:
     sync = engine(vault, store)
     write(vault, "Notes/Old plan.md", "---\ntype: Concept\nstatus: archived\n---\nShelved.\n")

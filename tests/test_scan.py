@@ -60,12 +60,20 @@ def test_scan_skips_dot_folders_trash_and_scratch_files(vault: Path) -> None:
     assert result.errors == ()
 
 
-def test_symlinked_note_inside_the_vault_counts_at_the_link_path(vault: Path) -> None:
+def test_a_symlink_to_a_note_of_the_vault_is_that_note_not_a_second_one(vault: Path) -> None:
     (vault / "Shortcut.md").symlink_to(Path("Projects") / "Engrama.md")
     result = scan_vault(vault)
-    assert "Shortcut.md" in paths(result) and "Projects/Engrama.md" in paths(result)
-    shortcut = next(entry for entry in result.notes if entry.rel_path == "Shortcut.md")
-    assert shortcut.size == len("# Engrama")
+    assert "Shortcut.md" not in paths(result) and "Projects/Engrama.md" in paths(result)
+    assert result.errors == ()
+
+
+def test_a_symlink_to_a_file_no_other_path_lists_as_a_note_counts_at_the_link_path(vault: Path) -> None:
+    write(vault, ".templates/Daily.md")  # in a hidden folder: not a note at its own path
+    (vault / "Daily template.md").symlink_to(Path(".templates") / "Daily.md")
+    result = scan_vault(vault)
+    assert "Daily template.md" in paths(result)
+    shortcut = next(entry for entry in result.notes if entry.rel_path == "Daily template.md")
+    assert shortcut.size == (vault / ".templates/Daily.md").stat().st_size
 
 
 def test_symlinks_out_of_the_vault_are_reported_not_followed(vault: Path) -> None:

@@ -22,7 +22,7 @@ from vault_sync import identify
 from vault_sync.attention import load_attention, save_attention
 from vault_sync.errors import VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
-from vault_sync.paths import classify, conflict_original, resolve_in_vault
+from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
 from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, same_stat
@@ -141,7 +141,7 @@ class VaultSync:
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
         async with self._lock:
             known = await self.graph.file_state(rel)
-            if classify(rel) != "note":
+            if classify(rel) != "note" or links_to_note(os.path.realpath(self.root), str(self.root / rel)):
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)

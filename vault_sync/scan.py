@@ -40,6 +40,7 @@ from vault_sync.paths import (
     cloud_placeholder_of,
     conflict_original,
     is_inside,
+    links_to_note,
     placeholder_name,
     resolve_in_vault,
     to_rel,
@@ -121,7 +122,8 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
     a folder was). "unseen" for everything else: the root missing (an unplugged drive, an unmounted share), a
     folder that cannot be listed, an I/O or permission error, a broken symlink, or an iCloud placeholder
     standing for the note. "there" when the path is (again) in the vault; with `still_a_note=False` (the
-    path no longer names a note, e.g. it is now recognised as a conflict copy) the file itself may stay.
+    path no longer names a note, e.g. it is now recognised as a conflict copy), or when it is a symlink to
+    another note of the vault (`links_to_note`), the file itself may stay.
     With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file.
     """
     root_abs = os.path.abspath(root)
@@ -141,8 +143,9 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
             return Presence("gone")
         except OSError as exc:
             return Presence("unseen", f"{shown} cannot be read: {_describe(exc)}")
-        if last and not folder:
-            return Presence("there") if still_a_note else Presence("gone")
+        if last and not folder:  # a link to another note of the vault is that note, not one of its own
+            note = still_a_note and not links_to_note(os.path.realpath(root_abs), path)
+            return Presence("there") if note else Presence("gone")
         if not stat.S_ISDIR(st.st_mode):
             return Presence("gone")  # a file where the folder was: the folder and all it held are gone
         problem = _listing_problem(path)
@@ -244,8 +247,8 @@ class _Walk:
                     f"symlinked {what} points outside the vault ({target}); not followed. Move it into the vault",
                 )
             )
-        elif not is_dir:
-            self.add_note(rel, st)
+        elif not is_dir and not links_to_note(self.root_real, entry.path):
+            self.add_note(rel, st)  # a link to a file no other path of the vault lists as a note
 
     def add_note(self, rel: str, st: os.stat_result) -> None:
         if stat.S_ISREG(st.st_mode) and not_on_disk(st):
