@@ -35,12 +35,12 @@ from vault_sync import identify
 from vault_sync.checksum import sha256_hex
 from vault_sync.errors import MalformedNote, VaultError
 from vault_sync.locate import Located, locate_note, unseen_notes_named
-from vault_sync.model import FileState
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
+from vault_sync.readers import OWED_ID
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
-from vault_sync.writer import NoteExists, create_note, edit_note, restore_from_trash
+from vault_sync.writer import NoteExists, create_note, edit_note, read_note, restore_from_trash
 
 MAX_NAME_SUFFIX = 20  # `Name 2.md` ... when another entity's note already has the plain file name
 
@@ -476,11 +476,11 @@ async def _update(
     today = date.today().isoformat()
     counted: dict[str, int] = {}
     links = await _links(rt, relations)
-    recorded = await rt.store.file_state(rel) if node_id is not None else None
+    known = await _known_bytes(rt, rel, node_id) if node_id is not None else None
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         if node_id is not None:
-            _require_note_of(data, node_id, rel, recorded)
+            _require_note_of(data, node_id, rel, known)
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
@@ -494,14 +494,24 @@ async def _update(
     return counted.get("added", 0)
 
 
-def _require_note_of(data: bytes, node_id: str, rel: str, recorded: FileState | None) -> None:
+async def _known_bytes(rt: Runtime, rel: str, node_id: str) -> str | None:
+    """The checksum of the bytes the graph last read at `rel` as `node_id`'s note (None: it did not). A note
+    indexed while still owed its id line is recorded without one (so a pass reads it again): its bytes are
+    the ones on disk while their size and modification time are still the recorded ones."""
+    recorded = await rt.store.file_state(rel)
+    if recorded is None or recorded.node_id != node_id:
+        return None
+    if recorded.checksum != OWED_ID:
+        return recorded.checksum
+    _, state = await asyncio.to_thread(read_note, rt.vault, rel)  # FileNotFoundError: the caller looks
+    return state.checksum if (state.size, state.mtime_ns) == (recorded.size, recorded.mtime_ns) else None
+
+
+def _require_note_of(data: bytes, node_id: str, rel: str, known: str | None) -> None:
     """Raise `NotItsNote` unless `data` is the note of `node_id`: it holds that id, or no id and is exactly
-    what the graph last read at `rel` as that node's note (a note still owed its id line)."""
+    what the graph last read at `rel` as that node's note (`known`: a note still owed its id line)."""
     held = identify.read_id(data)
-    if held == node_id:
-        return
-    owed = held is None and recorded is not None and recorded.node_id == node_id
-    if owed and recorded is not None and recorded.checksum == sha256_hex(data):
+    if held == node_id or (held is None and known is not None and known == sha256_hex(data)):
         return
     what = "another note's engrama_id" if held is not None else "no engrama_id, and changed since it was read"
     raise NotItsNote(
