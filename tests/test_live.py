@@ -129,6 +129,25 @@ async def test_an_edit_in_place_updates_the_node(rt: Runtime, vault: Path, live:
     assert await searchable(rt, "aardvark") == []
 
 
+async def test_an_edit_keeping_size_and_time_is_seen(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    """Found by review: a note edited without a change of size or modification time (a 2-second clock on a
+    FAT or exFAT drive, a tool that sets the time back) stayed stale, even through engrama_sync_note."""
+    node_id = await new_note(rt, vault, "Pets.md", "# Pets\nmy cat is named felixcat\n")
+    path = vault / "Pets.md"
+    before = path.stat()
+    path.write_text(rewrite(path, "felixcat", "tomkitty"), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert await eventually(lambda: searchable(rt, "tomkitty")) == [node_id]
+    assert await searchable(rt, "felixcat") == []
+    # The same through a tool's single-path sync, with no watcher to tell it.
+    await live.stop()
+    path.write_text(rewrite(path, "tomkitty", "garfield"), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (await rt.require_sync().sync_path("Pets.md")).action == "updated"
+    assert await searchable(rt, "garfield") == [node_id]
+
+
 async def test_an_atomic_save_updates_the_node(rt: Runtime, vault: Path, live: LiveSync) -> None:
     node_id = await new_note(rt, vault, "Plan.md", "# Plan\ncapybara\n")
     temp = vault / ".Plan.md.tmp-123"

@@ -77,15 +77,16 @@ class NoteReader:
     settle: float = 0.0  # seconds a note must be quiet before an id line is written into it (`may_take_id`)
 
     def read_batch(
-        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool
+        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool, by_content: bool = False
     ) -> list[NoteRead]:
         """Read, checksum, parse and chunk notes, and give id-less notes their id (off the event loop).
 
         Inserting ids here, rather than on the event loop, lets it overlap with the database applying the
         previous batch. Only a note at a path the graph does not know needs no graph to decide (it gets a
         fresh id); and only when it may take one now (`NoteRead.may_take_id`). The reconcile settles the rest:
-        a known path keeps its node's id, and a note that must wait is indexed without being written."""
-        reads = [self.read_one(path, known.get(path)) for path in paths]
+        a known path keeps its node's id, and a note that must wait is indexed without being written.
+        `by_content`: see `read_one`."""
+        reads = [self.read_one(path, known.get(path), by_content) for path in paths]
         if self.writable and not dry_run:
             reads = [self._identify(r) if self._fresh_and_ready(r, known) else r for r in reads]
         return reads
@@ -99,13 +100,19 @@ class NoteReader:
             and read.may_take_id(self.settle)
         )
 
-    def read_one(self, rel: str, known: FileState | None) -> NoteRead:
-        """Read one note; `note` is None (and `error` too) when its bytes are the ones `known` records."""
+    def read_one(self, rel: str, known: FileState | None, by_content: bool = False) -> NoteRead:
+        """Read one note; `note` is None (and `error` too) when its bytes are the ones `known` records.
+
+        Size and modification time equal to `known`'s are taken to mean the same bytes, unless `by_content`:
+        then the bytes are compared. A path reconciled on its own (a watcher event, `engrama_sync_note`, a
+        tool's write) has a reason to have changed, and an edit can keep both: the same number of bytes
+        within one tick of a coarse clock (FAT and exFAT keep 2 s or 10 ms, some network shares 1 s), or a
+        tool that sets the time back (`rsync -t`, `cp -p`, sync clients)."""
         try:
             absolute = resolve_in_vault(self.root, rel)
             with open(absolute, "rb") as handle:
                 stat = os.fstat(handle.fileno())
-                if known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
+                if not by_content and known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
                     return NoteRead(rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None))
                 if stat.st_size > MAX_NOTE_BYTES:
                     return NoteRead(

@@ -10,6 +10,7 @@ sync in a worker process (`reader_process.py`), pipelined with the database appl
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -145,7 +146,7 @@ class VaultSync:
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
-            reads = await self._read_in_thread([rel], {rel: known} if known else {}, dry_run)
+            reads = await self._read_in_thread([rel], {rel: known} if known else {}, dry_run, by_content=True)
             [outcome] = await self._settle_batch(reads, {rel: known} if known else {}, dry_run)
             return outcome
 
@@ -156,7 +157,8 @@ class VaultSync:
         async with self._lock:
             known = await self.graph.file_states()
             todo = list(dict.fromkeys(rels))
-            await self._sync_batches(todo, known, False, self._read_in_thread, report, None, len(todo))
+            read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
+            await self._sync_batches(todo, known, False, read, report, None, len(todo))
         return report
 
     async def sync_vault(
@@ -225,9 +227,9 @@ class VaultSync:
         return process.read_batch
 
     async def _read_in_thread(
-        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool
+        self, paths: Sequence[str], known: Mapping[str, FileState], dry_run: bool, *, by_content: bool = False
     ) -> list[NoteRead]:
-        return await asyncio.to_thread(self.reader.read_batch, paths, known, dry_run)
+        return await asyncio.to_thread(self.reader.read_batch, paths, known, dry_run, by_content)
 
     async def _sync_batches(
         self,
