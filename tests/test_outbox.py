@@ -334,6 +334,28 @@ async def test_a_followers_entity_for_a_note_it_could_not_see_yet_becomes_that_n
     assert [r["name"] for r in around] == ["SQLite"]
 
 
+async def test_a_followers_entity_goes_into_the_note_the_person_made_for_it_in_a_folder_of_their_own(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: the person's `Work/Zeta.md` was not read yet when the follower's queued remember was
+    drained, and the holder created `Projects/Zeta.md` beside it: two notes, two entities of one name."""
+    await rt.require_sync().sync_vault()
+    rt.require_sync().writable = False  # the follower sees no note for Zeta: it makes the entity in the graph
+    queued = await remember(rt, "Project", "Zeta", {"status": "active"}, "Kick-off on Monday.")
+    assert queued.path is None
+    (vault / "Work").mkdir()
+    (vault / "Work/Zeta.md").write_text("---\ntype: Project\n---\nZeta, as the person wrote it.\n", "utf-8")
+    rt.require_sync().writable = True  # the holder drains before its watcher has read Work/Zeta.md
+    assert (await outbox.drain(rt)).applied == 1
+    assert sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md")) == ["Work/Zeta.md"]
+    note = text(vault, "Work/Zeta.md")
+    assert "Zeta, as the person wrote it." in note and "Kick-off on Monday." in note
+    zetas = await rt.store.read(
+        lambda c: c.execute("select path from nodes where name = 'Zeta' and status = 'active'").fetchall()
+    )
+    assert [r["path"] for r in zetas] == ["Work/Zeta.md"]
+
+
 async def test_a_deleted_notes_node_a_follower_revived_is_archived_not_deleted_when_a_new_note_takes_it(
     rt: Runtime, vault: Path
 ) -> None:

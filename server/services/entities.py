@@ -324,6 +324,16 @@ async def _write_note(
     existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
     if target is None and (existing is None or existing.status == "stub") and await _caught_up(rt, name):
         existing = await rt.store.read(memory_sql.find_merge_target, label, name)
+    if target is not None and await _made_in_graph_only(rt, target) and await _caught_up(rt, target.name):
+        # A follower's write for an entity it saw no note for: the person may have made that note since,
+        # in a folder of their choosing, before this process read it. It is the entity's note then.
+        namesake = await rt.store.read(memory_sql.live_namesake, target.label, target.name, target.id)
+        if namesake is not None:
+            done = await _write_note(
+                rt, label, namesake.name, properties, observation, relations, namesake, remove, reason
+            )
+            await rt.store.write(memory_sql.fold_graph_only_node, target.id, done.id, utc_now())
+            return done
     if existing is not None and existing.path and existing.status != "stub":
         not_its_note: NotItsNote | None = None
         try:
@@ -391,6 +401,13 @@ async def _write_without_path(
     await rt.store.write(memory_sql.fold_graph_only_node, existing.id, done.id, utc_now())
     gone = "its earlier note is neither in the vault nor in its trash, so this is a new note with a new id"
     return replace(done, message=f"{done.message}; {gone}")
+
+
+async def _made_in_graph_only(rt: Runtime, node: Node) -> bool:
+    """A live node no note ever stood for (a tool's write in a process that could not write the vault)."""
+    return (
+        node.status == "active" and node.path is None and not await rt.store.read(nodes_sql.had_note, node.id)
+    )
 
 
 async def _caught_up(rt: Runtime, name: str) -> bool:
