@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vault_sync import writer
 from vault_sync.checksum import sha256_hex
 from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, VaultError
 from vault_sync.paths import is_engrama_temp
@@ -220,6 +221,39 @@ def test_move_to_trash_moves_and_adds_suffix_on_collision(vault: Path) -> None:
         )
     assert not (vault / "Projects" / "Engrama.md").exists()
     assert (vault / ".trash" / "Engrama 1.md").read_bytes() == b"version 1"
+
+
+@pytest.mark.skipif(writer._NO_REPLACE is None, reason="this system has no rename that refuses to replace")
+def test_a_save_by_rename_landing_as_a_note_is_moved_to_the_trash_stays(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: the move was a hard link into the trash, then removal of the note's name, so an
+    editor's save by rename landing between the two was removed with it. Now the move is one rename: a save
+    landing just after it is a note of its own at the old path."""
+    note = vault / "Projects" / "Engrama.md"
+    saved = NOTE + b"The person's new paragraph.\r\n"
+
+    def editor_saves() -> None:
+        other = note.with_name(".Engrama.md.swp")
+        other.write_bytes(saved)
+        os.rename(other, note)
+
+    move, link = writer._NO_REPLACE, os.link
+
+    def move_then_save(source: bytes, target: bytes) -> int:
+        done = move(source, target)
+        editor_saves()
+        return done
+
+    def link_then_save(source: object, target: object, **kw: object) -> None:  # the code before the fix
+        link(source, target, **kw)  # type: ignore[arg-type]
+        editor_saves()
+
+    monkeypatch.setattr(writer, "_NO_REPLACE", move_then_save)
+    monkeypatch.setattr(writer.os, "link", link_then_save)
+    assert move_to_trash(vault, "Projects/Engrama.md") == ".trash/Engrama.md"
+    assert (vault / ".trash" / "Engrama.md").read_bytes() == NOTE
+    assert note.read_bytes() == saved
 
 
 def test_move_to_trash_refuses_what_is_already_there(vault: Path) -> None:

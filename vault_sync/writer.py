@@ -182,8 +182,9 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
 def move_to_trash(root: Path, rel: str) -> str:
     """Move the file at vault path `rel` into the vault's `.trash/` folder, as Obsidian does; return the new path.
 
-    On a name clash the file becomes `name 1.md`, `name 2.md`, ... . Nothing is unlinked before its new name
-    exists (hard link, then removal of the old name), and nothing already in the trash is overwritten.
+    On a name clash the file becomes `name 1.md`, `name 2.md`, ... . The move is one rename that refuses to
+    replace where the system has one (else a hard link, then removal of the old name), so nothing already in
+    the trash is overwritten and nothing is lost between two steps.
     A symlink is moved as the link itself. Raises `FileNotFoundError` when there is nothing at `rel`.
     """
     source = resolve_in_vault(root, rel)
@@ -446,33 +447,46 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
     return _Replaced(fd, (st.st_size, st.st_mtime_ns))
 
 
-_RENAME_EXCHANGE = 2  # linux/fs.h: renameat2's flag
-_RENAME_SWAP = 2  # macOS sys/stdio.h: renamex_np's flag
+# The flags of the C library's rename with flags: Linux renameat2 (linux/fs.h), macOS renamex_np (sys/stdio.h).
+_RENAME_FLAGS = {
+    "linux": {"exchange": 2, "no_replace": 1},  # RENAME_EXCHANGE, RENAME_NOREPLACE
+    "darwin": {"exchange": 2, "no_replace": 4},  # RENAME_SWAP, RENAME_EXCL
+}
 _AT_FDCWD = -100  # linux/fcntl.h: paths relative to the working folder (ours are absolute)
 
 
-def _load_exchange(platform: str = sys.platform, libc: Any = None) -> Callable[[bytes, bytes], int] | None:
-    """The C library's call that swaps two names atomically, as `f(a, b)` giving 0, or -1 with errno set:
-    Linux `renameat2(RENAME_EXCHANGE)` (glibc 2.28 and later), macOS `renamex_np(RENAME_SWAP)` (10.12 and
-    later; APFS swaps, other filesystems answer ENOTSUP). None where there is none."""
-    if not (platform.startswith("linux") or platform == "darwin"):
+def _load_rename(
+    kind: str, platform: str = sys.platform, libc: Any = None
+) -> Callable[[bytes, bytes], int] | None:
+    """The C library's rename of `kind`, as `f(a, b)` giving 0, or -1 with errno set: "exchange" swaps the
+    two names atomically, "no_replace" renames `a` to `b` unless `b` exists (EEXIST). Linux `renameat2`
+    (glibc 2.28 and later), macOS `renamex_np` (10.12 and later; APFS, other filesystems answer ENOTSUP).
+    None where there is none."""
+    system = "linux" if platform.startswith("linux") else platform
+    if system not in _RENAME_FLAGS:
         return None
+    flag = _RENAME_FLAGS[system][kind]
     try:
         lib = libc if libc is not None else ctypes.CDLL(None, use_errno=True)
-        if platform == "darwin":
-            swap = lib.renamex_np
-            swap.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint)
-            swap.restype = ctypes.c_int
-            return lambda a, b: swap(a, b, _RENAME_SWAP)
-        exchange = lib.renameat2
-        exchange.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-        exchange.restype = ctypes.c_int
-        return lambda a, b: exchange(_AT_FDCWD, a, _AT_FDCWD, b, _RENAME_EXCHANGE)
+        if system == "darwin":
+            rename_np = lib.renamex_np
+            rename_np.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint)
+            rename_np.restype = ctypes.c_int
+            return lambda a, b: rename_np(a, b, flag)
+        rename_at = lib.renameat2
+        rename_at.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+        rename_at.restype = ctypes.c_int
+        return lambda a, b: rename_at(_AT_FDCWD, a, _AT_FDCWD, b, flag)
     except (OSError, AttributeError):  # a C library without it (glibc before 2.28, musl before 1.2.1, ...)
         return None
 
 
+def _load_exchange(platform: str = sys.platform, libc: Any = None) -> Callable[[bytes, bytes], int] | None:
+    return _load_rename("exchange", platform, libc)
+
+
 _EXCHANGE = _load_exchange()
+_NO_REPLACE = _load_rename("no_replace")
 # Refused by the system or the filesystem, or by a sandbox's system-call filter (EPERM): `os.replace` instead,
 # which reports a real permission problem itself.
 _EXCHANGE_UNSUPPORTED = {
@@ -802,8 +816,22 @@ def _place_in_trash(source: Path, trash: Path) -> Path:
 
 
 def _move_to_free_name(source: Path, targets: Iterable[Path], where: str) -> Path | None:
-    """Move `source` to the first of `targets` that is free; None when none was. Never overwrites a file."""
+    """Move `source` to the first of `targets` that is free; None when none was. Never overwrites a file.
+
+    One rename that refuses to replace (`_NO_REPLACE`) where the system has it. Elsewhere a hard link to the
+    new name, then removal of the old one: a save by rename landing at the old name between the two would be
+    removed with it (microseconds), so that is the fallback only."""
     for target in targets:
+        if _NO_REPLACE is not None:
+            if _NO_REPLACE(os.fsencode(source), os.fsencode(target)) == 0:
+                return target
+            err = ctypes.get_errno()
+            if err == errno.EEXIST:
+                continue
+            if err == errno.ENOENT:
+                raise FileNotFoundError(err, os.strerror(err), str(source))
+            if err not in _EXCHANGE_UNSUPPORTED:
+                raise VaultError(f"cannot move {source.name} to {where}: {os.strerror(err)}")
         try:
             os.link(source, target, follow_symlinks=False)
         except FileExistsError:
