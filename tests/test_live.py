@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -19,6 +20,7 @@ import pytest
 
 from server.live import LiveSync, live_sync
 from server.runtime import Runtime, open_runtime
+from server.search.service import search
 from server.settings import Settings
 from server.status import build_status
 from vault_sync import watch
@@ -307,6 +309,32 @@ async def test_an_event_storm_converges_with_a_full_pass(rt: Runtime, vault: Pat
         assert running.reconciler.full_passes > passes  # one walk instead of 2,000 single reconciles
         assert running.reconciler.pending == 0
     assert sorted(r["id"] for r in await active_note_nodes(rt)) == sorted(ids)
+
+
+async def test_a_big_folder_deleted_while_watching_is_archived_even_when_its_events_end_in_a_full_pass(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: deleting a folder of most of the vault made an event storm, the full pass that took
+    it over found three quarters of the vault gone at once and held the archive back (as for an unmounted
+    share), so the deleted notes stayed in search. The watcher saw them go: they are archived."""
+    for i in range(60):
+        (vault / "Big").mkdir(exist_ok=True)
+        (vault / "Big" / f"B{i:02}.md").write_text(f"# B{i}\nbigword\n", encoding="utf-8")
+    for i in range(10):
+        (vault / f"K{i}.md").write_text(f"# K{i}\nkeepword\n", encoding="utf-8")
+    async with live_sync(rt, quiet=0.05, storm_threshold=20) as running:
+        await running.wait_idle()
+        assert len(await active_note_nodes(rt)) == 70
+        assert running.reconciler is not None
+        passes = running.reconciler.full_passes
+        await asyncio.to_thread(shutil.rmtree, vault / "Big")
+        await eventually(lambda: running.reconciler is not None and running.reconciler.full_passes > passes)
+        await running.wait_idle(timeout=30)
+        assert len(await active_note_nodes(rt)) == 10
+        assert (await search(rt, "bigword")).results == []
+        assert len((await search(rt, "keepword", limit=20)).results) == 10
+        vault_status = (await build_status(rt))["vault"]
+        assert "archive_held_back" not in (vault_status.get("attention") or {}), vault_status
 
 
 async def test_an_overflow_rescan_recovers_lost_events(

@@ -131,6 +131,7 @@ class LiveReconciler:
         self._watcher: VaultWatcher | None = None
         self._next_watch_attempt = 0.0
         self._pass_wanted = False
+        self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
         self._last_pass = time.monotonic()
         self._wake = asyncio.Event()
@@ -250,7 +251,8 @@ class LiveReconciler:
             self._wake.clear()
             if self._pass_wanted:
                 self._pass_wanted = False
-                self._debouncer.clear()  # the pass covers them; events arriving during it queue up again
+                # The pass covers them; events arriving during it queue up again.
+                self._reported.update(rel for _, rel in self._debouncer.clear())
                 await self._guarded(self._full_pass(), "full vault reconcile")
                 continue
             delay = self._debouncer.next_delay()
@@ -264,6 +266,7 @@ class LiveReconciler:
             else:
                 settled = self._debouncer.pop_settled()
                 if len(settled) + len(self._debouncer) >= self.storm_threshold:
+                    self._reported.update(rel for _, rel in settled)
                     self.request_full_pass(f"event storm ({len(settled) + len(self._debouncer)} paths)")
                     continue
                 await self._reconcile(settled)
@@ -321,8 +324,11 @@ class LiveReconciler:
 
     async def _full_pass(self) -> None:
         self._last_pass = time.monotonic()
+        # What the watcher reported is archived when gone, however many went (a folder deleted while the
+        # server watched is no partial view of the vault); the pass holds back only what nobody saw go.
+        reported, self._reported = self._reported, set()
         try:
-            report = await self.sync.sync_vault(progress=self._progress)
+            report = await self.sync.sync_vault(progress=self._progress, reported=reported)
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
         self._saw(report)

@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -168,11 +168,14 @@ class VaultSync:
         dry_run: bool = False,
         progress: Progress | None = None,
         confirm_archive: bool = False,
+        reported: Collection[str] = (),
     ) -> SyncReport:
         """Reconcile every note under `folder` (the whole vault by default); gone notes are archived.
 
         When a large share of the vault is gone at once (`HOLD_BACK_SHARE`, `HOLD_BACK_MIN`) nothing is
-        archived unless `confirm_archive`: the report says how many were held back and how to confirm."""
+        archived unless `confirm_archive`: the report says how many were held back and how to confirm. Notes
+        the watcher saw go are archived all the same: `reported` holds the note and folder paths it reported
+        changing (a burst of events too large to take one by one ends in a full pass)."""
         if folder:
             resolve_in_vault(self.root, folder)
         report = SyncReport()
@@ -193,7 +196,9 @@ class VaultSync:
             present = {e.rel_path for e in entries}
             # Not under an unreadable folder, not a cloud placeholder, not outside the scanned folder.
             gone = [path for path in sorted(set(known) - present) if scan.covers(path)]
-            await self._archive_gone(gone, known, report, dry_run=dry_run, confirm=confirm_archive)
+            await self._archive_gone(
+                gone, known, report, dry_run=dry_run, confirm=confirm_archive, reported=reported
+            )
             report.conflict_copies = [ConflictCopy(copy, original) for copy, original in scan.conflicts]
             report.not_downloaded = list(scan.placeholders)
             if not dry_run:
@@ -409,13 +414,23 @@ class VaultSync:
         *,
         dry_run: bool,
         confirm: bool,
+        reported: Collection[str] = (),
     ) -> None:
-        """Archive the notes a pass found gone, unless so many went at once that the view may be partial."""
+        """Archive the notes a pass found gone, unless so many went at once that the view may be partial; the
+        ones the watcher saw go (`reported`, or under a folder in it) are archived even then, each checked
+        again by `_archive` (a folder deleted while the server watched is no partial view)."""
         leaving = await self._count_leaving(paths, known)
         if not confirm and leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known):
-            report.archive_held_back = leaving
-            report.archive_hint = _hold_back_hint(leaving, len(known))
-            log.warning("%s", report.archive_hint)
+            witnessed = [path for path in paths if _reported(path, reported)]
+            for path in witnessed:
+                outcome = await self._archive(path, dry_run)
+                if outcome.action in (ARCHIVED, FAILED):
+                    report.add(outcome)
+            held = await self._count_leaving([p for p in paths if p not in set(witnessed)], known)
+            if held:
+                report.archive_held_back = held
+                report.archive_hint = _hold_back_hint(held, len(known))
+                log.warning("%s", report.archive_hint)
             return
         for path in paths:
             outcome = await self._archive(path, dry_run)
@@ -454,6 +469,14 @@ class VaultSync:
             return NoteOutcome(rel, ARCHIVED if known else UNCHANGED, id=node_id)
         node_id = await self.graph.archive_path(rel)
         return NoteOutcome(rel, ARCHIVED if node_id else UNCHANGED, id=node_id)
+
+
+def _reported(path: str, reported: Collection[str]) -> bool:
+    """Whether the watcher reported `path`, or a folder holding it."""
+    if not reported:
+        return False
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in reported for depth in range(1, len(parts) + 1))
 
 
 def _hold_back_hint(leaving: int, live: int) -> str:
