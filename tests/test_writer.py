@@ -15,6 +15,7 @@ from vault_sync.paths import is_engrama_temp
 from vault_sync.writer import (
     MAX_NOTE_BYTES,
     NoteExists,
+    Quiet,
     create_note,
     edit_note,
     move_to_trash,
@@ -294,3 +295,40 @@ def test_edits_racing_in_threads_of_one_process_lose_no_line(vault: Path) -> Non
     missing = [line for mine in lines for line in mine if line not in text]
     assert missing == [] and text.startswith(NOTE)
     assert temp_files(vault) == []
+
+
+def test_tool_calls_on_one_note_at_once_each_land_and_none_waits_out_the_quiet_window(vault: Path) -> None:
+    """Found by review: six remembers on one note at once in one server; each write re-read the note after
+    another had replaced it, started over, and two gave up after three attempts ("kept changing"), or found
+    the note changed a moment ago by the tool itself and waited for quiet. A process's edits of one note now
+    take turns, and a note exactly as this process's last write left it has not been saved by anyone since."""
+    import threading
+    import time
+
+    note = vault / "Projects" / "Engrama.md"
+    st = note.stat()
+    os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))  # saved a minute ago
+    st = note.stat()
+    quiet = Quiet(settle=2.0, seen=(st.st_size, st.st_mtime_ns), wait=0.5)  # as the graph last read it
+    failures: list[BaseException] = []
+
+    def remember(n: int) -> None:
+        def slow_append(data: bytes) -> bytes:
+            time.sleep(0.05)  # parsing, rendering: long enough for the others to read the same bytes
+            return data + f"fact {n}\r\n".encode()
+
+        try:
+            edit_note(vault, "Projects/Engrama.md", slow_append, quiet=quiet)
+        except BaseException as exc:  # reported below: a thread's exception would otherwise vanish
+            failures.append(exc)
+
+    threads = [threading.Thread(target=remember, args=(n,)) for n in range(6)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    text = note.read_bytes()
+    assert all(f"fact {n}\r\n".encode() in text for n in range(6))
+    assert time.monotonic() - started < quiet.settle  # none waited for its own process's writes to settle

@@ -35,6 +35,8 @@ save: its bytes lived only in the descriptor. A stop by signal or a normal exit 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import ctypes
 import errno
 import itertools
@@ -44,6 +46,7 @@ import stat
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +65,48 @@ log = logging.getLogger(__name__)
 # back an editor's text (`_Recovery.recover`) holds it throughout, so no edit lands between its re-read and its
 # swap.
 _SWAP = threading.RLock()
+
+
+class _NoteTurn:
+    """One note's turn for this process's edits (`_turn`): held from the first read to the swap."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+_TURNS: weakref.WeakValueDictionary[Path, _NoteTurn] = weakref.WeakValueDictionary()
+_TURNS_LOCK = threading.Lock()
+# What this process's last write left in each note it wrote (size, mtime): a note still exactly so has not
+# been saved by anyone since, so a tool's next edit need not wait out the quiet window its own write opened.
+_OURS: collections.OrderedDict[Path, tuple[int, int]] = collections.OrderedDict()
+_OURS_KEPT = 4096  # notes remembered; an older one's next edit just waits for quiet, as any other note's
+
+
+@contextlib.contextmanager
+def _turn(real: Path) -> Iterator[None]:
+    """This process's edits of one note take turns: each reads the note after the one before it wrote, so
+    tool calls on one note at once (each write runs in a thread) never make each other start over until they
+    give up with `ConcurrentEdit`."""
+    with _TURNS_LOCK:
+        turn = _TURNS.get(real)
+        if turn is None:
+            turn = _TURNS[real] = _NoteTurn()
+    with turn.lock:
+        yield
+
+
+def _wrote(real: Path, st: os.stat_result) -> None:
+    with _TURNS_LOCK:
+        _OURS[real] = (st.st_size, st.st_mtime_ns)
+        _OURS.move_to_end(real)
+        while len(_OURS) > _OURS_KEPT:
+            _OURS.popitem(last=False)
+
+
+def _as_we_wrote(real: Path, st: os.stat_result) -> bool:
+    with _TURNS_LOCK:
+        return _OURS.get(real) == (st.st_size, st.st_mtime_ns)
+
 
 MAX_NOTE_BYTES = (
     10 * 1024 * 1024
@@ -138,6 +183,19 @@ def edit_note(
     """
     root = Path(root)
     real_rel, real = _edit_target(root, rel)
+    with _turn(real):
+        return _edit_in_turn(root, real, real_rel, edit, expected_checksum, attempts, quiet)
+
+
+def _edit_in_turn(
+    root: Path,
+    real: Path,
+    real_rel: str,
+    edit: Callable[[bytes], bytes],
+    expected_checksum: str | None,
+    attempts: int,
+    quiet: Quiet | None,
+) -> WriteResult:
     for _ in range(max(attempts, 1)):
         data, st = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
         base = sha256_hex(data)
@@ -157,6 +215,15 @@ def edit_note(
         f"{real_rel} kept changing while engrama tried to edit it ({attempts} attempts); nothing was written. "
         "Try again once the note is no longer being edited or synced."
     )
+
+
+def read_note_when_quiet(root: Path, rel: str, quiet: Quiet | None) -> bytes:
+    """The bytes of the note at `rel` as an edit with `quiet` would first see them: once the note is quiet
+    (no save in progress), else `NoteBusy`. For a caller that must look at a note before it decides to edit
+    it; `edit_note` still compares and swaps on what it reads itself."""
+    real_rel, real = _edit_target(Path(root), rel)
+    data, _ = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
+    return data
 
 
 def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
@@ -237,8 +304,9 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat
     warned = False
     while True:
         data, st = _read_stable(real, rel)
-        if st.st_size and quiet.seen == (st.st_size, st.st_mtime_ns):
-            return data, st  # as the graph last read it: no save has started since (an empty file may be one)
+        if st.st_size and (quiet.seen == (st.st_size, st.st_mtime_ns) or _as_we_wrote(real, st)):
+            return data, st  # as the graph last read it, or as our last write left it: no save has started
+            # since (an empty file may be one)
         age = time.time() - st.st_mtime_ns / 1e9
         settled = age >= quiet.settle or age < 0  # a future mtime was not set by a save on this machine
         # An empty file is what a save in place looks like half way (truncated, not yet written): an edit on it
@@ -374,6 +442,7 @@ def _swap_in(
             seq = _record_swap(real, base, ours, edit) if replaced.fd >= 0 else 0
     finally:
         _remove_own_temp(tmp, tmp_st)
+    _wrote(real, tmp_st)
     _fsync_folder(real.parent)
     if replaced.fd >= 0:
         recovery = _Recovery(root, real, rel, seq, ours, edit, replaced.kept)

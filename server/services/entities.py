@@ -40,7 +40,14 @@ from vault_sync.outbox import QueuedRelation
 from vault_sync.readers import OWED_ID
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
-from vault_sync.writer import NoteExists, create_note, edit_note, read_note, restore_from_trash
+from vault_sync.writer import (
+    NoteExists,
+    create_note,
+    edit_note,
+    read_note,
+    read_note_when_quiet,
+    restore_from_trash,
+)
 
 MAX_NAME_SUFFIX = 20  # `Name 2.md` ... when another entity's note already has the plain file name
 
@@ -493,11 +500,18 @@ async def _update(
     today = date.today().isoformat()
     counted: dict[str, int] = {}
     links = await _links(rt, relations)
-    known = await _known_bytes(rt, rel, node_id) if node_id is not None else None
+    quiet = await rt.quiet_rule(rel)
+    if node_id is not None:  # looked at as the edit will first see it: not half-way through a save
+        data = await asyncio.to_thread(
+            read_note_when_quiet, rt.vault, rel, quiet
+        )  # FileNotFoundError: see caller
+        _require_note_of(data, node_id, rel, await _known_bytes(rt, rel, node_id))
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        if node_id is not None:
-            _require_note_of(data, node_id, rel, known)
+        # Re-run on what an editor saved meanwhile, which may lack the id line its buffer predates; a file
+        # holding another note's id has replaced the entity's note since the check above.
+        if node_id is not None and identify.read_id(data) not in (None, node_id):
+            _require_note_of(data, node_id, rel, None)
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
@@ -505,7 +519,7 @@ async def _update(
         return data
 
     try:
-        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
+        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=quiet)
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)
