@@ -76,8 +76,8 @@ async def test_remember_asks_before_replacing_a_fact_that_may_have_two_values(
     done = await remember(rt, "Person", "Alice", {"employer": "Globex"}, resolve="replace", reason="new job")
     assert done.history_kept == ("employer",) and not done.clarifications
     text = (vault / "People/Alice.md").read_bytes()
-    # Only the employer entry changed; the comment above it and every other byte stayed.
-    assert text == before.replace(b"employer: Acme   # since 2020\r\n", b"employer: Globex\r\n").replace(
+    # Only the employer's value changed; the comments above it and after it and every other byte stayed.
+    assert text == before.replace(b"employer: Acme   #", b"employer: Globex   #").replace(
         b"---\r\nMet", b"role: CTO\r\n---\r\nMet"
     )
     past = [p for p in (await context(rt, "Alice")).history if p.key == "employer"]
