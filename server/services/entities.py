@@ -299,89 +299,77 @@ async def write_entity(
     the write decided again on what the person wrote there (`NotItsNote`)."""
     if not writes_notes(rt):
         return await _write_graph_only(rt, label, name, properties, observation, relations, reason, remove)
+
+    async def into_namesake(namesake: Node) -> EntityWrite:  # the live entity of the name takes the write
+        return await write_entity(
+            rt, label, namesake.name, properties, observation, relations, target=namesake, reason=reason
+        )
+
+    async def into_the_vault(target: Node | None) -> EntityWrite:
+        """Raises `NotItsNote` when the file at the entity's recorded path is not known to be its note and
+        its id is nowhere else in the vault."""
+        existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
+        if target is None and (existing is None or existing.status == "stub") and await _caught_up(rt, name):
+            existing = await rt.store.read(memory_sql.find_merge_target, label, name)
+        if target is not None and await _made_in_graph_only(rt, target) and await _caught_up(rt, target.name):
+            # A follower's write for an entity it saw no note for: the person may have made that note since,
+            # in a folder of their choosing, before this process read it. It is the entity's note then.
+            namesake = await rt.store.read(memory_sql.live_namesake, target.label, target.name, target.id)
+            if namesake is not None:
+                done = await into_namesake(namesake)
+                await rt.store.write(memory_sql.fold_graph_only_node, target.id, done.id, utc_now())
+                return done
+        if existing is not None and existing.path and existing.status != "stub":
+            not_its_note: NotItsNote | None = None
+            try:
+                added = await _update(
+                    rt, existing.path, properties, observation, relations, remove, node_id=existing.id
+                )
+                return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
+            except FileNotFoundError:
+                pass
+            except NotItsNote as exc:
+                not_its_note = exc
+            found = await locate_entity_note(rt, existing)
+            if found is None and not_its_note is not None:
+                raise not_its_note
+            if found is not None:
+                return await _write_found(rt, existing, found, properties, observation, relations, remove)
+            await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
+            namesake = await rt.store.read(memory_sql.live_namesake, label, existing.name, existing.id)
+            if namesake is not None:  # the name has a live note since: that is the entity now (`note_holder`)
+                return await into_namesake(namesake)
+            fresh = identify.new_engrama_id()
+            done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
+            gone = (
+                f"{existing.path} was deleted (it is neither in the vault nor in its trash), so this is a new "
+                "note with a new id; the old entity stays archived"
+            )
+            return replace(done, message=f"{done.message}; {gone}")
+        if (
+            existing is not None
+            and existing.status != "stub"
+            and await rt.store.read(nodes_sql.had_note, existing.id)
+        ):
+            # The entity had a note, but its path was taken by another note (the person deleted or trashed it
+            # and made a new one there) and a write made it current again in the graph only.
+            return await _write_without_path(rt, existing, label, properties, observation, relations, remove)
+        created = existing is None or existing.status == "stub"
+        node_id = existing.id if existing is not None else identify.new_engrama_id()
+        called = existing.name if existing is not None else name
+        return await _create(rt, node_id, label, called, properties, observation, relations, created)
+
     try:
-        return await _write_note(rt, label, name, properties, observation, relations, target, remove, reason)
+        return await into_the_vault(target)
     except NotItsNote as exc:
         # The graph has not read what is at the entity's path now (and the entity's id is not elsewhere in
         # the vault): read it, then decide again on the graph as it is.
         await rt.require_sync().sync_path(exc.path)
-        if target is not None:
-            target = await rt.store.get_node(target.id) or target
         try:
-            return await _write_note(
-                rt, label, name, properties, observation, relations, target, remove, reason
-            )
-        except NotItsNote as again:
-            raise ServiceError(str(again)) from None
-
-
-async def _write_note(
-    rt: Runtime,
-    label: str,
-    name: str,
-    properties: Mapping[str, Any],
-    observation: str | None,
-    relations: Sequence[PlannedRelation],
-    target: Node | None,
-    remove: tuple[str, ...],
-    reason: str,
-) -> EntityWrite:
-    """`write_entity` when this process writes the vault. Raises `NotItsNote` when the file at the entity's
-    recorded path is not known to be its note and its id is nowhere else in the vault."""
-    existing = target or await rt.store.read(memory_sql.find_merge_target, label, name)
-    if target is None and (existing is None or existing.status == "stub") and await _caught_up(rt, name):
-        existing = await rt.store.read(memory_sql.find_merge_target, label, name)
-    if target is not None and await _made_in_graph_only(rt, target) and await _caught_up(rt, target.name):
-        # A follower's write for an entity it saw no note for: the person may have made that note since,
-        # in a folder of their choosing, before this process read it. It is the entity's note then.
-        namesake = await rt.store.read(memory_sql.live_namesake, target.label, target.name, target.id)
-        if namesake is not None:
-            done = await _write_note(
-                rt, label, namesake.name, properties, observation, relations, namesake, remove, reason
-            )
-            await rt.store.write(memory_sql.fold_graph_only_node, target.id, done.id, utc_now())
-            return done
-    if existing is not None and existing.path and existing.status != "stub":
-        not_its_note: NotItsNote | None = None
-        try:
-            added = await _update(
-                rt, existing.path, properties, observation, relations, remove, node_id=existing.id
-            )
-            return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
-        except FileNotFoundError:
-            pass
-        except NotItsNote as exc:
-            not_its_note = exc
-        found = await locate_entity_note(rt, existing)
-        if found is None and not_its_note is not None:
-            raise not_its_note
-        if found is not None:
-            return await _write_found(rt, existing, found, properties, observation, relations, remove)
-        await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
-        namesake = await rt.store.read(memory_sql.live_namesake, label, existing.name, existing.id)
-        if namesake is not None:  # the name has a live note since: that is the entity now (`note_holder`)
-            return await write_entity(
-                rt, label, namesake.name, properties, observation, relations, target=namesake, reason=reason
-            )
-        fresh = identify.new_engrama_id()
-        done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
-        gone = (
-            f"{existing.path} was deleted (it is neither in the vault nor in its trash), so this is a new "
-            "note with a new id; the old entity stays archived"
-        )
-        return replace(done, message=f"{done.message}; {gone}")
-    if (
-        existing is not None
-        and existing.status != "stub"
-        and await rt.store.read(nodes_sql.had_note, existing.id)
-    ):
-        # The entity had a note, but its path was taken by another note (the person deleted or trashed it
-        # and made a new one there) and a write made it current again in the graph only.
-        return await _write_without_path(rt, existing, label, properties, observation, relations, remove)
-    created = existing is None or existing.status == "stub"
-    node_id = existing.id if existing is not None else identify.new_engrama_id()
-    name = existing.name if existing is not None else name
-    return await _create(rt, node_id, label, name, properties, observation, relations, created)
+            again = await rt.store.get_node(target.id) if target is not None else None
+            return await into_the_vault(again or target)
+        except NotItsNote as still:
+            raise ServiceError(str(still)) from None
 
 
 async def _write_without_path(
