@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +292,22 @@ def test_update_note_removes_only_the_lines_of_the_keys_it_removes(note: Note, r
     assert all(any(line == other for other in kept) for line in out.splitlines(keepends=True))
     old = read_frontmatter(note.data)[1]
     assert same_data(read_frontmatter(out)[1], {k: v for k, v in old.items() if k not in removed})
+
+
+def test_a_value_the_note_already_holds_changes_no_byte_even_with_comments_inside_it() -> None:
+    """Found by review: an assistant repeating a list the note already has (with a comment inside it) was
+    refused as a rewrite that would lose the comment, and the observation of the same call was lost with it."""
+    data = b"---\ntags:\n  - db  # the main one\n  - infra\nstatus: active\n---\nAtlas.\n"
+    out = update_note(
+        data,
+        properties={"tags": ["db", "infra"], "status": "active"},
+        observation="Second fact.",
+        today="2026-11-26",
+    )
+    assert out == data + b"- 2026-11-26: Second fact.\n"
+    with pytest.raises(MalformedNote, match="comment"):  # a new value there would lose the comment: refused
+        update_note(data, properties={"tags": ["db"]}, observation=None, today="2026-11-26")
+    kept = update_note(
+        data, properties={"status": "active"}, observation=None, today="2026-11-26", remove=["status"]
+    )
+    assert kept == data  # set and removed at once: set wins, as before

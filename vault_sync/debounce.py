@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -326,7 +326,8 @@ class LiveReconciler:
         self._last_pass = time.monotonic()
         # What the watcher reported is archived when gone, however many went (a folder deleted while the
         # server watched is no partial view of the vault); the pass holds back only what nobody saw go.
-        reported, self._reported = self._reported, set()
+        reported = _Reported(self._reported, self._debouncer)
+        self._reported = set()
         try:
             report = await self.sync.sync_vault(progress=self._progress, reported=reported)
         finally:
@@ -381,3 +382,24 @@ def _has_ancestor(rel: str, folders: set[str]) -> bool:
 
 def _under(folder: str, rel: str) -> bool:
     return rel.startswith(folder + "/")
+
+
+class _Reported(Collection[str]):
+    """The paths the watcher reported, as a full pass asks at its end: those it took over when it began
+    (`taken`), and those whose events arrived while it ran (still `pending`: a folder deleted as the pass
+    starts reports its last notes a moment later)."""
+
+    def __init__(self, taken: set[str], pending: Debouncer[Change]) -> None:
+        self._taken = taken
+        self._pending = pending
+
+    def __contains__(self, rel: object) -> bool:
+        return isinstance(rel, str) and (
+            rel in self._taken or (NOTE, rel) in self._pending or (FOLDER, rel) in self._pending
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._taken)
+
+    def __len__(self) -> int:
+        return len(self._taken) + len(self._pending)

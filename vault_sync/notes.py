@@ -24,6 +24,7 @@ from vault_sync.yaml_edit import (
     plain_value,
     prepend_block,
     render_entry,
+    same_data,
     splice,
     top_level_entries,
     verify,
@@ -94,15 +95,18 @@ def update_note(
     """The note's bytes with `properties` set, the keys in `remove` taken out, and the observation appended
     as a bullet dated `today`.
 
-    Each key's whole entry (continuation lines included) is replaced by its new rendering, or deleted;
-    missing keys are added before the closing `---` (a frontmatter block is created when there is none);
-    every other key's lines stay byte-identical. The observation goes at the very end of the body, unless an
+    A key already holding its value is left as it is. Otherwise its whole entry (continuation lines included)
+    is replaced by its new rendering, or deleted, unless the person wrote comments on its lines: then a value
+    on the key's own line is replaced in place, and anything else is refused (`_set_entry`). Missing keys are
+    added before the closing `---` (a frontmatter block is created when there is none); every other key's
+    lines stay byte-identical. The observation goes at the very end of the body, unless an
     identical bullet for the same day is already there. Raises MalformedNote when the result would not verify.
     """
     decode_note(data)
     span, old = read_frontmatter(data)
-    updates = {k: plain_value(v) for k, v in properties.items()}
-    dropped = {k for k in remove if k in old and k not in updates}
+    # A value the note already holds needs no byte changed (and its entry's comments need no rewriting).
+    updates = {k: v for k, v in ((k, plain_value(v)) for k, v in properties.items()) if not _holds(old, k, v)}
+    dropped = {k for k in remove if k in old and k not in properties}
     if not updates and not dropped:
         edited = data
     elif span is None:
@@ -122,6 +126,10 @@ def update_note(
     if observation is not None and observation.strip():
         edited = _append_observation(edited, observation_line(observation, today))
     return edited
+
+
+def _holds(mapping: Mapping[Any, Any], key: Any, value: Any) -> bool:
+    return key in mapping and same_data(mapping[key], value)
 
 
 def _set_keys(

@@ -426,7 +426,8 @@ class VaultSync:
                 outcome = await self._archive(path, dry_run)
                 if outcome.action in (ARCHIVED, FAILED):
                     report.add(outcome)
-            held = await self._count_leaving([p for p in paths if p not in set(witnessed)], known)
+            seen = set(witnessed)
+            held = await self._count_leaving([p for p in paths if p not in seen], known)
             if held:
                 report.archive_held_back = held
                 report.archive_hint = _hold_back_hint(held, len(known))
