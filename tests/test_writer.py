@@ -14,6 +14,7 @@ from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, 
 from vault_sync.paths import is_engrama_temp
 from vault_sync.writer import (
     MAX_NOTE_BYTES,
+    NoteBusy,
     NoteExists,
     Quiet,
     create_note,
@@ -332,3 +333,46 @@ def test_tool_calls_on_one_note_at_once_each_land_and_none_waits_out_the_quiet_w
     text = note.read_bytes()
     assert all(f"fact {n}\r\n".encode() in text for n in range(6))
     assert time.monotonic() - started < quiet.settle  # none waited for its own process's writes to settle
+
+
+def test_tool_calls_queued_on_a_note_being_typed_into_give_up_together_not_one_after_another(
+    vault: Path,
+) -> None:
+    """Edits of one note take turns; each one's wait for quiet still counts from when it was asked, so six
+    calls on a note the person keeps typing into say "being edited" after one wait, not six."""
+    import threading
+    import time
+
+    note = vault / "Projects" / "Engrama.md"
+    typing = threading.Event()
+
+    def person_types() -> None:
+        while not typing.is_set():
+            with open(note, "ab") as handle:
+                handle.write(b"x")
+            time.sleep(0.05)
+
+    quiet = Quiet(settle=2.0, seen=None, wait=0.5)
+    busy: list[BaseException] = []
+
+    def tool_call() -> None:
+        try:
+            edit_note(vault, "Projects/Engrama.md", append(b"fact\r\n"), quiet=quiet)
+        except NoteBusy as exc:
+            busy.append(exc)
+
+    typist = threading.Thread(target=person_types)
+    typist.start()
+    try:
+        calls = [threading.Thread(target=tool_call) for _ in range(6)]
+        started = time.monotonic()
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join()
+        took = time.monotonic() - started
+    finally:
+        typing.set()
+        typist.join()
+    assert len(busy) == 6 and b"fact" not in note.read_bytes()
+    assert took < 4 * quiet.wait, took  # one after another would take six waits

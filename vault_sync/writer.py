@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import itertools
 import logging
@@ -183,7 +184,10 @@ def edit_note(
     """
     root = Path(root)
     real_rel, real = _edit_target(root, rel)
+    asked = time.monotonic()
     with _turn(real):
+        if quiet is not None:  # the wait for quiet counts from the call: a queue of calls gives up together
+            quiet = dataclasses.replace(quiet, wait=max(0.0, quiet.wait - (time.monotonic() - asked)))
         return _edit_in_turn(root, real, real_rel, edit, expected_checksum, attempts, quiet)
 
 
