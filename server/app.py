@@ -50,7 +50,7 @@ def create_server(settings: Settings, *, stop: SignalStop | None = None) -> MCPS
                 if stop is not None:
                     await stack.enter_async_context(stop.installed())
                 rt = await stack.enter_async_context(open_runtime(settings))
-                if settings.watch and rt.sync is not None:
+                if rt.sync is not None:  # the vault's lease, catch-up and queued writes; the watcher if on
                     from server.live import live_sync
 
                     await stack.enter_async_context(live_sync(rt, on_notes_changed=events.notes_changed))

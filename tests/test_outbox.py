@@ -85,9 +85,9 @@ def holder(vault: Path, db_path: Path, tmp_path: Path) -> Iterator[Holder]:
 
 
 @asynccontextmanager
-async def follower(vault: Path, db_path: Path, log: Path) -> AsyncIterator[ClientSession]:
+async def follower(vault: Path, db_path: Path, log: Path, *extra: str) -> AsyncIterator[ClientSession]:
     """A second server, driven over stdio by a real MCP client, started once the holder has the lease."""
-    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path))
+    params = StdioServerParameters(command=str(COMMAND), args=[*serve_args(vault, db_path), *extra])
     with open(log, "w", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -156,6 +156,22 @@ async def test_a_followers_remember_and_relate_reach_the_vault_and_survive_a_reb
             (nodes["Atlas"], nodes["Zig"]),
         ).fetchone()
         assert edges == (1,)
+
+
+async def test_a_server_without_a_watcher_never_writes_beside_the_lease_holder(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    """Found by review: `serve --no-watch` (ENGRAMA_WATCH=0) took no lease and wrote the vault itself, a
+    second writer beside the server holding the lease. It now follows the lease like any server."""
+    await started(holder, vault)
+    async with follower(vault, db_path, tmp_path / "nowatch.log", "--no-watch") as session:
+        status = (await call(session, "engrama_status", {}))["vault"]
+        assert status["watching"] is False
+        done = await call(session, "engrama_remember", {"label": "Technology", "name": "Zig"})
+        assert "queued" in done["message"]  # the holder writes it
+        await eventually(lambda: f"engrama_id: {done['id']}" in text(vault, "Technologies/Zig.md"), 20)
+        await eventually(lambda: _drained(session), 20, "the outbox emptying")
+    assert holder.holds_lease()
 
 
 async def _drained(session: ClientSession) -> bool:

@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_const",
         const=False,
         default=None,
-        help="no watcher, no start-up catch-up and no vault lease, for one-off sessions and tests "
-        "(env ENGRAMA_WATCH=0)",
+        help="no file watcher: edits reach the graph at the start-up catch-up, the periodic rescan or "
+        "engrama_sync_note; the vault lease is still taken or followed, so no second writer (env "
+        "ENGRAMA_WATCH=0)",
     )
     parser.add_argument(
         "--embedding-provider",
