@@ -302,7 +302,8 @@ def writes_reached_vault(writes: list[ToolWrite], person: Person, vault: Path) -
 def _written_to(person: Person, write: ToolWrite) -> list[Note]:
     """The person's notes the write went to: by the id they carried, or by where they were at the time. A
     write a follower queued (no path yet) may land in a note the holder creates afterwards under a fresh id
-    (the entity's earlier note was deleted for good): that note, named after the entity, counts too."""
+    (the entity's earlier note was deleted for good), or in the note the person had just made under the
+    entity's name (the holder folds the follower's node into that note's): such a note counts too."""
     return [
         n
         for n in person.notes.values()
@@ -313,10 +314,15 @@ def _written_to(person: Person, write: ToolWrite) -> list[Note]:
 
 
 def _made_for(note: Note, write: ToolWrite) -> bool:
-    """`note` was created by a tool after `write`, under the entity's name."""
+    """`note` was created by a tool after `write` under the entity's name, or bore that name when the write
+    was made (the person's own note of the entity, not yet read by the server that queued the write)."""
+    if not write.name:
+        return False
     first_seen = note.paths[0][0] if note.paths else 0.0
     named = Path(note.paths[0][1] if note.paths else note.path).stem.casefold() == write.name.casefold()
-    return note.origin == "tool" and first_seen >= write.t and bool(write.name) and named
+    if note.origin == "tool" and first_seen >= write.t and named:
+        return True
+    return first_seen <= write.t and Path(note.path_at(write.t)).stem.casefold() == write.name.casefold()
 
 
 def _deleted_by_person(person: Person, write: ToolWrite) -> bool:
