@@ -79,8 +79,8 @@ _TURNS: weakref.WeakValueDictionary[Path, _NoteTurn] = weakref.WeakValueDictiona
 _TURNS_LOCK = threading.Lock()
 # What this process's last write left in each note it wrote (size, mtime): a note still exactly so has not
 # been saved by anyone since, so a tool's next edit need not wait out the quiet window its own write opened.
-_OURS: collections.OrderedDict[Path, tuple[int, int]] = collections.OrderedDict()
-_OURS_KEPT = 4096  # notes remembered; an older one's next edit just waits for quiet, as any other note's
+_OURS: collections.OrderedDict[str, tuple[int, int]] = collections.OrderedDict()
+_OURS_KEPT = 256  # the notes written last; an older one's next edit just waits for quiet, as any other's
 
 
 @contextlib.contextmanager
@@ -97,16 +97,17 @@ def _turn(real: Path) -> Iterator[None]:
 
 
 def _wrote(real: Path, st: os.stat_result) -> None:
+    key = str(real)
     with _TURNS_LOCK:
-        _OURS[real] = (st.st_size, st.st_mtime_ns)
-        _OURS.move_to_end(real)
+        _OURS[key] = (st.st_size, st.st_mtime_ns)
+        _OURS.move_to_end(key)
         while len(_OURS) > _OURS_KEPT:
             _OURS.popitem(last=False)
 
 
 def _as_we_wrote(real: Path, st: os.stat_result) -> bool:
     with _TURNS_LOCK:
-        return _OURS.get(real) == (st.st_size, st.st_mtime_ns)
+        return _OURS.get(str(real)) == (st.st_size, st.st_mtime_ns)
 
 
 MAX_NOTE_BYTES = (
