@@ -15,6 +15,7 @@ import pytest
 
 from server.runtime import Runtime, open_runtime
 from server.services.entities import RelationSpec
+from server.services.errors import ServiceError
 from server.services.forget import forget
 from server.services.relate import relate
 from server.services.remember import remember
@@ -227,6 +228,18 @@ async def test_a_changed_note_without_an_id_at_the_entitys_path_is_read_before_i
     past = await rt.store.read(history_sql.history, done.id)
     assert ("status", "draft") in [(v.key, v.value) for v in past], past
     assert done.id == made.id  # the note at the entity's path is still the entity, as a sync would say
+
+
+async def test_a_write_into_the_entitys_note_whose_frontmatter_broke_says_why_it_was_left_alone(
+    rt: Runtime, vault: Path
+) -> None:
+    """The id line is unreadable in a frontmatter that does not parse: that is said, not "not its note"."""
+    await remember(rt, "Project", "Atlas", {"status": "active"}, "The first note.")
+    broken = (vault / "Projects/Atlas.md").read_bytes().replace(b"status: active", b"status: [active: {")
+    (vault / "Projects/Atlas.md").write_bytes(broken)
+    with pytest.raises(ServiceError, match="Projects/Atlas.md was left alone"):
+        await remember(rt, "Project", "Atlas", {}, "Written after.")
+    assert (vault / "Projects/Atlas.md").read_bytes() == broken
 
 
 async def test_forget_right_after_a_move_archives_the_moved_note(

@@ -117,6 +117,12 @@ def test_a_save_that_truncated_and_never_wrote_leaves_the_note_as_the_tool_wrote
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
 
+def mark_new_note(root: Path, rel: str) -> None:
+    """A note just made, then a tool's edit of it: one replaced file to watch, nothing written into it."""
+    (root / rel).write_bytes(b"text\n")
+    edit_note(root, rel, add_mark)
+
+
 def test_a_replaced_file_nobody_writes_into_is_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,8 +131,7 @@ def test_a_replaced_file_nobody_writes_into_is_let_go(
     before = open_fds()
     started = time.monotonic()
     for n in range(5):
-        (tmp_path / f"N{n}.md").write_bytes(b"text\n")
-        edit_note(tmp_path, f"N{n}.md", add_mark)
+        mark_new_note(tmp_path, f"N{n}.md")
     watched = orphans.WATCHER.pending()
     if time.monotonic() - started < orphans.WATCH:  # a loaded machine's fsyncs may outlast the watch
         assert watched == 5
@@ -397,8 +402,7 @@ def test_descriptors_held_stay_within_the_cap_however_fast_notes_are_written(
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     before = open_fds()
     for n in range(40):
-        (tmp_path / f"N{n}.md").write_bytes(b"text\n")
-        edit_note(tmp_path, f"N{n}.md", add_mark)
+        mark_new_note(tmp_path, f"N{n}.md")
         assert orphans.WATCHER.pending() <= 4
         assert open_fds() <= before + 4
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"N{n}.md" for n in range(40))
@@ -536,15 +540,15 @@ class _MacLibc:
 
 
 @pytest.mark.skipif(
-    writer._load_exchange("linux") is None, reason="needs Linux's exchange to stand in for macOS's"
+    writer._load_rename("exchange", "linux") is None, reason="needs Linux's exchange to stand in for macOS's"
 )
 def test_on_macos_a_save_by_rename_landing_as_the_tool_writes_is_put_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """macOS swaps two names with `renamex_np(RENAME_SWAP)`: the writer uses it as it uses Linux's exchange."""
-    linux = writer._load_exchange("linux")
+    linux = writer._load_rename("exchange", "linux")
     assert linux is not None
-    mac = writer._load_exchange("darwin", _MacLibc(linux))
+    mac = writer._load_rename("exchange", "darwin", _MacLibc(linux))
     assert mac is not None
     monkeypatch.setattr(writer, "_EXCHANGE", mac)
     note = tmp_path / "Topic.md"
@@ -558,6 +562,6 @@ def test_on_macos_a_save_by_rename_landing_as_the_tool_writes_is_put_back(
 
 
 def test_the_atomic_exchange_is_looked_up_where_the_system_has_one() -> None:
-    assert writer._load_exchange("win32") is None
-    assert writer._load_exchange("darwin", object()) is None  # macOS before 10.12: no renamex_np
-    assert writer._load_exchange("linux", object()) is None  # a C library without renameat2
+    assert writer._load_rename("exchange", "win32") is None
+    assert writer._load_rename("exchange", "darwin", object()) is None  # macOS before 10.12: no renamex_np
+    assert writer._load_rename("exchange", "linux", object()) is None  # a C library without renameat2

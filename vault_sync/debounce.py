@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Container, Hashable
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -384,7 +384,7 @@ def _under(folder: str, rel: str) -> bool:
     return rel.startswith(folder + "/")
 
 
-class _Reported(Collection[str]):
+class _Reported(Container[str]):
     """The paths the watcher reported, as a full pass asks at its end: those it took over when it began
     (`taken`), and those whose events arrived while it ran (still `pending`: a folder deleted as the pass
     starts reports its last notes a moment later)."""
@@ -397,9 +397,3 @@ class _Reported(Collection[str]):
         return isinstance(rel, str) and (
             rel in self._taken or (NOTE, rel) in self._pending or (FOLDER, rel) in self._pending
         )
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._taken)
-
-    def __len__(self) -> int:
-        return len(self._taken) + len(self._pending)

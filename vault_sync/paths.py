@@ -113,14 +113,14 @@ def classify(rel_path: str) -> FileKind:
     return "note"
 
 
-def links_to_note(root_real: str, link: str) -> bool:
-    """True when `link` (an absolute path) is a symlink to a file that is itself a note of the vault whose
-    real path is `root_real`. Such a link is that note under a second name, not a note of its own: the sync
-    knows the note at its real path, where the watcher sees it change (a second node for the link would share
-    its id, and one of the two would be given a new one)."""
+def links_to_note(root: str | os.PathLike[str], link: str | os.PathLike[str]) -> bool:
+    """True when `link` (an absolute path) is a symlink to a file that is itself a note of the vault at
+    `root`. Such a link is that note under a second name, not a note of its own: the sync knows the note at
+    its real path, where the watcher sees it change (a second node for the link would share its id, and one
+    of the two would be given a new one). Only a symlink costs more than one `lstat`."""
     if not os.path.islink(link):
         return False
-    target = os.path.realpath(link)
+    root_real, target = os.path.realpath(root), os.path.realpath(link)
     if not is_inside(root_real, target) or target == root_real or not os.path.isfile(target):
         return False
     return classify(Path(os.path.relpath(target, root_real)).as_posix()) == "note"

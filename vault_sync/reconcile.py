@@ -14,7 +14,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -142,7 +142,7 @@ class VaultSync:
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
         async with self._lock:
             known = await self.graph.file_state(rel)
-            if classify(rel) != "note" or links_to_note(os.path.realpath(self.root), str(self.root / rel)):
+            if classify(rel) != "note" or links_to_note(self.root, self.root / rel):
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
@@ -168,7 +168,7 @@ class VaultSync:
         dry_run: bool = False,
         progress: Progress | None = None,
         confirm_archive: bool = False,
-        reported: Collection[str] = (),
+        reported: Container[str] = (),
     ) -> SyncReport:
         """Reconcile every note under `folder` (the whole vault by default); gone notes are archived.
 
@@ -408,31 +408,27 @@ class VaultSync:
 
     async def _archive_gone(
         self,
-        paths: Sequence[str],
+        gone: Sequence[str],
         known: Mapping[str, FileState],
         report: SyncReport,
         *,
         dry_run: bool,
         confirm: bool,
-        reported: Collection[str] = (),
+        reported: Container[str] = (),
     ) -> None:
         """Archive the notes a pass found gone, unless so many went at once that the view may be partial; the
         ones the watcher saw go (`reported`, or under a folder in it) are archived even then, each checked
         again by `_archive` (a folder deleted while the server watched is no partial view)."""
-        leaving = await self._count_leaving(paths, known)
+        paths = gone
+        leaving = await self._count_leaving(gone, known)
         if not confirm and leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known):
-            witnessed = [path for path in paths if _reported(path, reported)]
-            for path in witnessed:
-                outcome = await self._archive(path, dry_run)
-                if outcome.action in (ARCHIVED, FAILED):
-                    report.add(outcome)
-            seen = set(witnessed)
-            held = await self._count_leaving([p for p in paths if p not in seen], known)
+            paths = [path for path in gone if _reported(path, reported)]
+            seen = set(paths)
+            held = await self._count_leaving([p for p in gone if p not in seen], known)
             if held:
                 report.archive_held_back = held
                 report.archive_hint = _hold_back_hint(held, len(known))
                 log.warning("%s", report.archive_hint)
-            return
         for path in paths:
             outcome = await self._archive(path, dry_run)
             if outcome.action in (ARCHIVED, FAILED):
@@ -472,10 +468,8 @@ class VaultSync:
         return NoteOutcome(rel, ARCHIVED if node_id else UNCHANGED, id=node_id)
 
 
-def _reported(path: str, reported: Collection[str]) -> bool:
+def _reported(path: str, reported: Container[str]) -> bool:
     """Whether the watcher reported `path`, or a folder holding it."""
-    if not reported:
-        return False
     parts = path.split("/")
     return any("/".join(parts[:depth]) in reported for depth in range(1, len(parts) + 1))
 

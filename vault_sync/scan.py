@@ -144,7 +144,7 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
         except OSError as exc:
             return Presence("unseen", f"{shown} cannot be read: {_describe(exc)}")
         if last and not folder:  # a link to another note of the vault is that note, not one of its own
-            note = still_a_note and not links_to_note(os.path.realpath(root_abs), path)
+            note = still_a_note and not links_to_note(root_abs, path)
             return Presence("there") if note else Presence("gone")
         if not stat.S_ISDIR(st.st_mode):
             return Presence("gone")  # a file where the folder was: the folder and all it held are gone

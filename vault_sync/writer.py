@@ -174,6 +174,7 @@ def edit_note(
     expected_checksum: str | None = None,
     attempts: int = 3,
     quiet: Quiet | None = None,
+    check: Callable[[bytes, FileState], None] | None = None,
 ) -> WriteResult:
     """Apply the pure function `edit` to the note at `rel`, compare-and-swap, re-basing on concurrent changes.
 
@@ -181,7 +182,10 @@ def edit_note(
     runs on the current bytes. An edit returning its input writes nothing (`changed=False`). Raises
     `ConcurrentEdit` when the note keeps changing for `attempts` rounds or vanishes mid-edit,
     `FileNotFoundError` when it does not exist, and the errors of `read_note`. With `quiet`, the edit first
-    waits for the note to be quiet and raises `NoteBusy` when it does not become so (see `Quiet`).
+    waits for the note to be quiet and raises `NoteBusy` when it does not become so (see `Quiet`). `check`
+    looks at the note as each attempt reads it (its bytes and their state) and raises to write nothing: a
+    precondition on what the edit is based on, which, unlike `edit`, is not applied again to an editor's text
+    put back later (`_Recovery`).
     """
     root = Path(root)
     real_rel, real = _edit_target(root, rel)
@@ -189,46 +193,29 @@ def edit_note(
     with _turn(real):
         if quiet is not None:  # the wait for quiet counts from the call: a queue of calls gives up together
             quiet = dataclasses.replace(quiet, wait=max(0.0, quiet.wait - (time.monotonic() - asked)))
-        return _edit_in_turn(root, real, real_rel, edit, expected_checksum, attempts, quiet)
-
-
-def _edit_in_turn(
-    root: Path,
-    real: Path,
-    real_rel: str,
-    edit: Callable[[bytes], bytes],
-    expected_checksum: str | None,
-    attempts: int,
-    quiet: Quiet | None,
-) -> WriteResult:
-    for _ in range(max(attempts, 1)):
-        data, st = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
-        base = sha256_hex(data)
-        if not data:
-            log.info("%s is empty; the edit writes it from nothing (quiet rule: %s)", real_rel, quiet)
-        if expected_checksum is not None and base != expected_checksum:
-            log.info("%s changed since it was last read; editing the bytes now on disk", real_rel)
-            expected_checksum = None
-        new = edit(data)
-        if new == data:
-            return WriteResult(real_rel, base, _file_state(real_rel, data, st), changed=False)
-        state = _swap_in(root, real, real_rel, new, base, st, edit)
-        if state is not None:
-            return WriteResult(real_rel, base, state, changed=True)
-        log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
+        for _ in range(max(attempts, 1)):
+            data, st = (
+                _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
+            )
+            read = _file_state(real_rel, data, st)
+            if check is not None:
+                check(data, read)
+            if not data:
+                log.info("%s is empty; the edit writes it from nothing (quiet rule: %s)", real_rel, quiet)
+            if expected_checksum is not None and read.checksum != expected_checksum:
+                log.info("%s changed since it was last read; editing the bytes now on disk", real_rel)
+                expected_checksum = None
+            new = edit(data)
+            if new == data:
+                return WriteResult(real_rel, read.checksum, read, changed=False)
+            state = _swap_in(root, real, real_rel, new, read.checksum, st, edit)
+            if state is not None:
+                return WriteResult(real_rel, read.checksum, state, changed=True)
+            log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
     raise ConcurrentEdit(
         f"{real_rel} kept changing while engrama tried to edit it ({attempts} attempts); nothing was written. "
         "Try again once the note is no longer being edited or synced."
     )
-
-
-def read_note_when_quiet(root: Path, rel: str, quiet: Quiet | None) -> bytes:
-    """The bytes of the note at `rel` as an edit with `quiet` would first see them: once the note is quiet
-    (no save in progress), else `NoteBusy`. For a caller that must look at a note before it decides to edit
-    it; `edit_note` still compares and swaps on what it reads itself."""
-    real_rel, real = _edit_target(Path(root), rel)
-    data, _ = _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
-    return data
 
 
 def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
@@ -555,11 +542,7 @@ def _load_rename(
         return None
 
 
-def _load_exchange(platform: str = sys.platform, libc: Any = None) -> Callable[[bytes, bytes], int] | None:
-    return _load_rename("exchange", platform, libc)
-
-
-_EXCHANGE = _load_exchange()
+_EXCHANGE = _load_rename("exchange")
 _NO_REPLACE = _load_rename("no_replace")
 # Refused by the system or the filesystem, or by a sandbox's system-call filter (EPERM): `os.replace` instead,
 # which reports a real permission problem itself.
@@ -575,7 +558,7 @@ _EXCHANGE_UNSUPPORTED = {
 
 
 def _exchange(tmp: Path, real: Path) -> bool:
-    """Swap the two names atomically (`_load_exchange`): the note's path gets the new file and `tmp` the one
+    """Swap the two names atomically (`_load_rename`): the note's path gets the new file and `tmp` the one
     that was there, whatever it was by then. False where the system or filesystem cannot (then the caller
     replaces, and a save landing in between is not seen)."""
     if _EXCHANGE is None:

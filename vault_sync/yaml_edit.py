@@ -146,26 +146,17 @@ def inline_value_span(entry: Entry) -> tuple[int, int] | None:
 def inline_value(key: Any, value: Any) -> str | None:
     """`value` written to fit on its key's line (flow style: `[a, b]`, `{k: v}`, a plain or quoted scalar),
     for `key: value` in a note; None when it cannot be written on one line so that it reads back the same."""
-    for allow_unicode in (True, False):
-        try:
-            dumped = yaml.dump(
-                {key: plain_value(value)},
-                Dumper=_NoteDumper,
-                sort_keys=False,
-                allow_unicode=allow_unicode,
-                default_flow_style=True,
-                width=1_000_000_000,
-            ).removesuffix("\n")
-        except yaml.YAMLError:
-            return None
-        if "\n" in dumped or any(c in dumped for c in "\x85\u2028\u2029"):
+    value = plain_value(value)
+    for allow_unicode in (True, False):  # as `render_entry`: escaped non-ASCII only as the fallback
+        dumped = _dump(key, value, allow_unicode=allow_unicode, flow=True).removesuffix("\n")
+        if "\n" in dumped or any(c in dumped for c in _RAW_BREAKS):
             continue
         root = compose(dumped)
-        if not isinstance(root, yaml.MappingNode) or len(root.value) != 1:
+        if not isinstance(root, yaml.MappingNode):
             return None
-        node = root.value[0][1]
+        node = root.value[0][1]  # `{key: value}`: its one entry's value
         text = dumped[node.start_mark.index : node.end_mark.index]
-        if text and same_data(yaml.safe_load(f"k: {text}"), {"k": plain_value(value)}):
+        if text and same_data(yaml.safe_load(f"k: {text}"), {"k": value}):
             return text
     return None
 
@@ -203,14 +194,18 @@ def plain_value(value: Any) -> Any:
     return value
 
 
-def _dump(key: Any, value: Any, *, allow_unicode: bool) -> str:
+# PyYAML writes NEL and the Unicode line separators raw, where they act as line breaks and do not read back.
+_RAW_BREAKS = "\x85\u2028\u2029"
+
+
+def _dump(key: Any, value: Any, *, allow_unicode: bool, flow: bool = False) -> str:
     try:
         return yaml.dump(
             {key: value},
             Dumper=_NoteDumper,
             sort_keys=False,
             allow_unicode=allow_unicode,
-            default_flow_style=False,
+            default_flow_style=flow,
             width=1_000_000_000,  # never fold a long value over several lines
         )
     except yaml.representer.RepresenterError as exc:
@@ -221,9 +216,8 @@ def render_entry(key: Any, value: Any, *, indent: str = "", newline: str = "\n")
     """`key: value` as YAML lines (block style for lists and maps), each line ending in `newline`."""
     value = plain_value(value)
     dumped = _dump(key, value, allow_unicode=True)
-    # PyYAML writes NEL and the Unicode line separators raw, where they act as line breaks and do not
-    # read back; escaping all non-ASCII is ugly in Obsidian, so it is only the fallback.
-    if any(c in dumped for c in "\x85\u2028\u2029") or not same_data(yaml.safe_load(dumped), {key: value}):
+    # Escaping all non-ASCII is ugly in Obsidian, so it is only the fallback.
+    if any(c in dumped for c in _RAW_BREAKS) or not same_data(yaml.safe_load(dumped), {key: value}):
         dumped = _dump(key, value, allow_unicode=False)
     lines = dumped.removesuffix("\n").split("\n")
     return "".join((indent + line if line else line) + newline for line in lines)

@@ -32,9 +32,10 @@ from server.services.schema import (
 from server.store import Node, history_sql, memory_sql, nodes_sql, outbox_sql, sync_sql
 from server.store.clock import utc_now
 from vault_sync import identify
-from vault_sync.checksum import sha256_hex
 from vault_sync.errors import MalformedNote, VaultError
+from vault_sync.frontmatter import read_frontmatter
 from vault_sync.locate import Located, locate_note, unseen_notes_named
+from vault_sync.model import FileState
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
 from vault_sync.readers import OWED_ID
@@ -44,8 +45,6 @@ from vault_sync.writer import (
     NoteExists,
     create_note,
     edit_note,
-    read_note,
-    read_note_when_quiet,
     restore_from_trash,
 )
 
@@ -488,18 +487,13 @@ async def _update(
     today = date.today().isoformat()
     counted: dict[str, int] = {}
     links = await _links(rt, relations)
-    quiet = await rt.quiet_rule(rel)
-    if node_id is not None:  # looked at as the edit will first see it: not half-way through a save
-        data = await asyncio.to_thread(
-            read_note_when_quiet, rt.vault, rel, quiet
-        )  # FileNotFoundError: see caller
-        _require_note_of(data, node_id, rel, await _known_bytes(rt, rel, node_id))
+    recorded = await rt.store.file_state(rel) if node_id is not None else None
+
+    def its_note(data: bytes, read: FileState) -> None:  # what the edit is based on is the entity's note
+        if node_id is not None:
+            _require_note_of(data, read, node_id, rel, recorded)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        # Re-run on what an editor saved meanwhile, which may lack the id line its buffer predates; a file
-        # holding another note's id has replaced the entity's note since the check above.
-        if node_id is not None and identify.read_id(data) not in (None, node_id):
-            _require_note_of(data, node_id, rel, None)
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
         data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
@@ -507,37 +501,42 @@ async def _update(
         return data
 
     try:
-        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=quiet)
+        await asyncio.to_thread(
+            edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note
+        )
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)
 
 
-async def _known_bytes(rt: Runtime, rel: str, node_id: str) -> str | None:
-    """The checksum of the bytes the graph last read at `rel` as `node_id`'s note (None: it did not). A note
-    indexed while still owed its id line is recorded without one (so a pass reads it again): its bytes are
-    the ones on disk while their size and modification time are still the recorded ones."""
-    recorded = await rt.store.file_state(rel)
-    if recorded is None or recorded.node_id != node_id:
-        return None
-    if recorded.checksum != OWED_ID:
-        return recorded.checksum
-    _, state = await asyncio.to_thread(read_note, rt.vault, rel)  # FileNotFoundError: the caller looks
-    return state.checksum if (state.size, state.mtime_ns) == (recorded.size, recorded.mtime_ns) else None
-
-
-def _require_note_of(data: bytes, node_id: str, rel: str, known: str | None) -> None:
-    """Raise `NotItsNote` unless `data` is the note of `node_id`: it holds that id, or no id and is exactly
-    what the graph last read at `rel` as that node's note (`known`: a note still owed its id line)."""
+def _require_note_of(
+    data: bytes, read: FileState, node_id: str, rel: str, recorded: FileState | None
+) -> None:
+    """Raise `NotItsNote` unless `data` (read as `read`) is the note of `node_id`: it holds that id, or no id
+    and is what the graph last read at `rel` as that node's note (`recorded`; a note indexed while still owed
+    its id line is recorded without its checksum, so its size and modification time must be the recorded
+    ones)."""
     held = identify.read_id(data)
-    if held == node_id or (held is None and known is not None and known == sha256_hex(data)):
-        return
+    if held == node_id or (held is None and not _parses(data)):
+        return  # a note whose frontmatter does not parse: the edit refuses it, saying why
+    if held is None and recorded is not None and recorded.node_id == node_id:
+        same_stat = (read.size, read.mtime_ns) == (recorded.size, recorded.mtime_ns)
+        if read.checksum == recorded.checksum or (recorded.checksum == OWED_ID and same_stat):
+            return
     what = "another note's engrama_id" if held is not None else "no engrama_id, and changed since it was read"
     raise NotItsNote(
         f"{rel} holds {what}, so it is not known to be this entity's note; nothing was written. Call "
         "engrama_sync_note with this path, then try again",
         rel,
     )
+
+
+def _parses(data: bytes) -> bool:
+    try:
+        read_frontmatter(data)
+    except VaultError:
+        return False
+    return True
 
 
 def _with_relations(data: bytes, links: Sequence[tuple[str, str, tuple[str, ...]]]) -> tuple[bytes, int]:
