@@ -114,7 +114,7 @@ class LiveSync:
         self.lease.release()
         if self._running:
             self._running = False
-            self.rt.state.update(lease="off", watching=False, pending=0)
+            self.rt.state.update(lease="off", watching=False, pending=0, polling_seconds=None)
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until the holder has nothing pending (returns at once on a follower)."""
@@ -179,6 +179,8 @@ class LiveSync:
         state["lease"] = self.role
         state["watching"] = rec.watching if rec else False
         state["pending"] = rec.pending if rec else 0
+        polling = rec.polling if rec else None
+        state["polling_seconds"] = round(polling, 1) if polling is not None else None
         if rec is not None and rec.last_reconcile_at is not None:
             state["last_reconcile_at"] = rec.last_reconcile_at.strftime(TIMESTAMP)
 

@@ -45,6 +45,9 @@ def _vault_status(rt: Runtime, counts: dict[str, int], outbox: OutboxSummary) ->
         "watching": bool(rt.state.get("watching", False)),
         "pending": int(rt.state.get("pending", 0) or 0),  # type: ignore[arg-type]
     }
+    polling = rt.state.get("polling_seconds")
+    if polling:
+        vault["polling_seconds"] = polling
     last = rt.state.get("last_reconcile_at")
     if last:
         vault["last_reconcile_at"] = last

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import ctypes
+import errno
 import json
+import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +250,48 @@ def test_sigterm_during_the_start_up_catch_up_leaves_a_graph_the_next_sync_compl
     ]
     assert len(ids) == len(set(ids)) == count  # every note has exactly one id, none was written twice
     assert not [p for p in vault.rglob("*") if is_engrama_temp(p.name)]  # no write was cut in the middle
+
+
+@contextlib.contextmanager
+def inotify_refused() -> Iterator[None]:
+    """Use up this user's inotify instances (fs.inotify.max_user_instances; other programs' file watchers
+    take from the same allowance), so the kernel refuses the next watcher, as on a machine where editors and
+    sync clients hold them all. Given back on exit."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("inotify is Linux's")
+    limit = int(Path("/proc/sys/fs/inotify/max_user_instances").read_text())
+    if limit > 512:
+        pytest.skip(f"max_user_instances is {limit}: too many to use up in a test")
+    libc = ctypes.CDLL(None, use_errno=True)
+    held: list[int] = []
+    try:
+        while (fd := libc.inotify_init1(os.O_CLOEXEC)) >= 0:
+            held.append(fd)
+        assert ctypes.get_errno() == errno.EMFILE and len(held) <= limit
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+async def test_a_vault_the_os_refuses_to_watch_is_walked_for_edits_every_few_seconds(
+    seeded: Path, db_path: Path, tmp_path: Path
+) -> None:
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(seeded, db_path))
+    with inotify_refused(), open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            vault = (await call(session, "engrama_status", {}))["vault"]
+            assert vault["watching"] is False and vault["polling_seconds"] >= 5
+            (seeded / "Later.md").write_text(
+                "# Later\nA quokka visited the zorbel orchard.\n", encoding="utf-8"
+            )
+            deadline = time.monotonic() + vault["polling_seconds"] + 10
+            while not (await call(session, "engrama_search", {"query": "zorbel quokka"}))["results"]:
+                assert time.monotonic() < deadline, "an edit was not seen while the OS refused a watcher"
+                await asyncio.sleep(0.2)
+    log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
+    assert "max_user_instances" in log and log.count("cannot watch") == 1  # said once, not every 30 s

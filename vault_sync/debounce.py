@@ -41,6 +41,11 @@ WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
 # A safety net for events lost without a signal (watchdog reports overflows only on inotify): a walk that
 # finds nothing changed costs one stat per note, so every 15 minutes is cheap even for a large vault.
 RESCAN_EVERY = 900.0
+# While the OS refuses a watcher (inotify's per-user limits, which other programs' watchers use up too), the
+# vault is walked instead, as often as a walk costs at most POLL_SHARE of one core and at most every POLL_MIN
+# seconds: edits reach the graph within seconds rather than at the next safety rescan.
+POLL_MIN = 5.0
+POLL_SHARE = 0.05
 
 
 class Debouncer(Generic[K]):
@@ -115,6 +120,7 @@ class LiveReconciler:
         quiet: float = DEFAULT_QUIET,
         storm_threshold: int = STORM_THRESHOLD,
         rescan_every: float = RESCAN_EVERY,
+        poll_min: float = POLL_MIN,
         on_update: Callable[[], None] = lambda: None,
         on_notes_changed: Callable[[], None] = lambda: None,
     ) -> None:
@@ -122,6 +128,7 @@ class LiveReconciler:
         self.watch = watch
         self.storm_threshold = storm_threshold
         self.rescan_every = rescan_every
+        self.poll_min = poll_min
         self.last_reconcile_at: datetime | None = None
         self.full_passes = 0  # how many full passes ran (status and tests)
         self._on_update = on_update
@@ -130,10 +137,13 @@ class LiveReconciler:
         self._debouncer: Debouncer[Change] = Debouncer(quiet)
         self._watcher: VaultWatcher | None = None
         self._next_watch_attempt = 0.0
+        self._refused = False  # the OS refused the last attempt to watch (see `polling`)
         self._pass_wanted = False
         self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
         self._last_pass = time.monotonic()
+        self._pass_ended: float | None = None  # when the last full pass ended (None: none did yet)
+        self._pass_seconds = 0.0  # how long it took
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -175,10 +185,27 @@ class LiveReconciler:
         await asyncio.wait_for(self._idle.wait(), timeout)
 
     def tick(self) -> None:
-        """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then."""
-        self.ensure_watching()
-        if not self._pass_wanted and time.monotonic() - self._last_pass > self.rescan_every:
+        """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then, and
+        walk the vault for changes while the OS refuses a watcher (`polling`)."""
+        watching = self.ensure_watching()
+        if self._pass_wanted:
+            return
+        now = time.monotonic()
+        if now - self._last_pass > self.rescan_every:
             self.request_full_pass("periodic safety rescan")
+        elif not watching and self.polling is not None and now - self._pass_ended_at() >= self.polling:
+            self.request_full_pass("no file watcher: looking for changes", quietly=True)
+
+    @property
+    def polling(self) -> float | None:
+        """Seconds between walks of the vault while a watcher was asked for and the OS refused it (None when
+        watching, or when no watcher was asked for: `--no-watch` keeps to the periodic rescan)."""
+        if not self._refused or self.watching:
+            return None
+        return max(self.poll_min, self._pass_seconds / POLL_SHARE)
+
+    def _pass_ended_at(self) -> float:
+        return self._pass_ended if self._pass_ended is not None else self._last_pass
 
     def ensure_watching(self) -> bool:
         """(Re)start the watcher if it is not running; a restart is followed by a rescan. True when watching."""
@@ -199,15 +226,21 @@ class LiveReconciler:
             watcher.start()
         except OSError as exc:
             self._next_watch_attempt = now + WATCH_RETRY
-            log.error(
-                "cannot watch %s (%s); if the inotify watch limit is reached, raise "
-                "fs.inotify.max_user_watches. Retrying in %.0f s",
-                self.sync.root,
-                exc,
-                WATCH_RETRY,
-            )
+            if not self._refused:  # said once, not on every attempt
+                log.error(
+                    "cannot watch %s (%s); if an inotify limit is reached, raise fs.inotify.max_user_watches "
+                    "or fs.inotify.max_user_instances. Meanwhile the vault is walked for changes every few "
+                    "seconds; trying to watch again every %.0f s",
+                    self.sync.root,
+                    exc,
+                    WATCH_RETRY,
+                )
+            self._refused = True
             return False
         self._watcher = watcher
+        if self._refused:
+            log.warning("watching %s again", self.sync.root)
+            self._refused = False
         if restart:
             self.request_full_pass("the watcher restarted; events may have been missed")
         return True
@@ -233,9 +266,10 @@ class LiveReconciler:
         self._come_backs[rel] = asyncio.get_running_loop().call_later(delay, due)
         self._on_update()
 
-    def request_full_pass(self, reason: str) -> None:
-        """Reconcile the whole vault next (it covers everything pending)."""
-        log.info("full vault reconcile requested: %s", reason)
+    def request_full_pass(self, reason: str, *, quietly: bool = False) -> None:
+        """Reconcile the whole vault next (it covers everything pending); `quietly`: logged at debug level (a
+        walk repeated every few seconds)."""
+        log.log(logging.DEBUG if quietly else logging.INFO, "full vault reconcile requested: %s", reason)
         self._pass_wanted = True
         self._pass_left = max(self._pass_left, 1)
         self._idle.clear()
@@ -332,10 +366,13 @@ class LiveReconciler:
             report = await self.sync.sync_vault(progress=self._progress, reported=reported)
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
+            self._pass_ended = time.monotonic()
+            self._pass_seconds = self._pass_ended - self._last_pass
         self._saw(report)
         self.full_passes += 1
         changed = report.created + report.updated + report.archived
-        log.info(
+        log.log(
+            logging.INFO if changed or report.errors or self.polling is None else logging.DEBUG,
             "vault reconciled: %d notes scanned, %d changed, %d errors",
             report.scanned,
             changed,
