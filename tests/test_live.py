@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,36 @@ async def test_a_rename_keeps_the_id_and_makes_no_duplicate(rt: Runtime, vault: 
     await live.wait_idle()
     assert [tuple(r) for r in await active_note_nodes(rt)] == [(node_id, "Projects/Roadmap.md")]
     assert id_lines(vault / "Projects" / "Roadmap.md") == [node_id]
+
+
+async def test_a_note_renamed_as_a_new_one_takes_its_old_name_keeps_its_id(
+    rt: Runtime, vault: Path, live: LiveSync
+) -> None:
+    """A sync client brings another device's changes at once: Ideas.md renamed into Zettel/, and a new
+    Ideas.md with file times from that device (so it is quiet, and may take an id at once). Found by review:
+    the watcher reconciled the new Ideas.md first, wrote the renamed note's id into it, and then took the
+    renamed note, which carries that id, for a copy and gave it a fresh one."""
+    node_id = await new_note(rt, vault, "Ideas.md", "# Ideas\ntomatoes on the balcony\n")
+    assert rt.sync is not None
+    rt.sync.settle = 1.0  # the production window is 3 s (the suite turns it off)
+    rt.sync.reader = replace(rt.sync.reader, settle=1.0)
+    renamed = (vault / "Ideas.md").read_bytes()
+    (vault / "Zettel").mkdir()
+    os.rename(vault / "Ideas.md", vault / "Zettel" / "Ideas.md")
+    incoming = vault / ".syncthing.Ideas.md.tmp"  # as Syncthing brings a file: its time set, then renamed in
+    incoming.write_text("# Ideas\nchess openings\n", encoding="utf-8")
+    hour_ago = time.time() - 3600
+    os.utime(incoming, (hour_ago, hour_ago))
+    os.rename(incoming, vault / "Ideas.md")
+    await eventually(lambda: id_lines(vault / "Ideas.md"))
+    await live.wait_idle()
+    assert (vault / "Zettel" / "Ideas.md").read_bytes() == renamed
+    [fresh] = id_lines(vault / "Ideas.md")
+    assert fresh != node_id
+    assert [tuple(r) for r in await active_note_nodes(rt)] == [
+        (fresh, "Ideas.md"),
+        (node_id, "Zettel/Ideas.md"),
+    ]
 
 
 async def test_a_deleted_note_is_archived(rt: Runtime, vault: Path, live: LiveSync) -> None:

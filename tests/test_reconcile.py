@@ -247,3 +247,44 @@ async def test_paths_outside_the_vault_are_refused(vault: Path, store: GraphStor
 
     with pytest.raises(PathOutsideVault):
         await engine(vault, store).sync_path("../outside.md")
+
+
+def _set_mtime(path: Path, seconds_ago: float) -> None:
+    moment = path.stat().st_mtime - seconds_ago
+    os.utime(path, (moment, moment))
+
+
+@pytest.mark.parametrize(
+    "new_note_has_an_id", [False, True], ids=["new note without id", "new note with its own id"]
+)
+async def test_a_note_renamed_while_a_new_one_took_its_old_name_keeps_its_identity(
+    vault: Path, store: GraphStore, new_note_has_an_id: bool
+) -> None:
+    """Found by review: a `git pull` (or a sync client) brings another device's rename of Ideas.md to
+    Zettel/Ideas.md and a new Ideas.md at once. The pass took the files oldest first; the new Ideas.md came
+    first and took over the node of its path (the old note's id was written into it, or the node was re-keyed
+    to the new note's id with the old note's history), and the renamed note, carrying the old id, was then
+    taken for a copy and given a fresh one: its identity went to the other note."""
+    sync = engine(vault, store)
+    write(vault, "Ideas.md", "---\nstatus: draft\n---\nGrow tomatoes on the balcony.\n")
+    old_id = (await sync.sync_path("Ideas.md")).id
+    renamed = (vault / "Ideas.md").read_bytes()
+    (vault / "Zettel").mkdir()
+    (vault / "Ideas.md").rename(vault / "Zettel/Ideas.md")
+    new_id = "01a2b3c4-0000-7000-8000-000000000001"
+    header = f"---\nengrama_id: {new_id}\n---\n" if new_note_has_an_id else ""
+    write(vault, "Ideas.md", header + "Chess openings to learn.\n")
+    _set_mtime(vault / "Ideas.md", 60)  # written first by the pull: the pass meets it first
+    report = await sync.sync_vault()
+    assert not report.errors
+    assert (vault / "Zettel/Ideas.md").read_bytes() == renamed  # its id stays; no byte of it changes
+    moved = await store.get_node(old_id)
+    assert moved is not None and (moved.path, moved.status) == ("Zettel/Ideas.md", "active")
+    assert moved.properties == {"status": "draft"}
+    taken = read_id((vault / "Ideas.md").read_bytes())
+    assert taken is not None and taken != old_id
+    if new_note_has_an_id:
+        assert taken == new_id
+    fresh = await store.get_node(taken)
+    assert fresh is not None and (fresh.path, fresh.properties) == ("Ideas.md", {})
+    assert sorted(n.path or "" for n in await store.find_nodes("Ideas")) == ["Ideas.md", "Zettel/Ideas.md"]

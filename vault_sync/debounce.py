@@ -35,7 +35,10 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 DEFAULT_QUIET = 0.15  # seconds; long enough to swallow an editor's save burst, short enough to feel live
-BURST = 16  # settled note paths from which one batched reconcile beats reconciling them one by one
+# Settled note paths from which they are reconciled together (VaultSync.sync_paths), not one by one: every
+# note carrying an id is settled before the notes that would take over their path's node, so a note renamed
+# while a new one took its old name (a sync client bringing another device's changes) keeps its identity.
+BURST = 2
 STORM_THRESHOLD = 2000  # pending paths above which one walk of the vault beats reconciling them one by one
 WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
 # A safety net for events lost without a signal (watchdog reports overflows only on inotify): a walk that
@@ -306,7 +309,15 @@ class LiveReconciler:
                 await self._reconcile(settled)
 
     async def _reconcile(self, changes: list[Change]) -> None:
-        changes = _coalesce(changes)
+        """Reconcile the changes of one settled moment; the notes that would take over their path's node are
+        decided last (`VaultSync.takeovers_last`): a note renamed into a new folder while a new note took its
+        old name reaches the graph as a folder change and a note change, and the renamed note must keep its
+        identity whichever comes first."""
+        async with self.sync.takeovers_last() as decided_last:
+            await self._reconcile_each(_coalesce(changes))
+        self._saw(decided_last)
+
+    async def _reconcile_each(self, changes: list[Change]) -> None:
         notes = [rel for kind, rel in changes if kind == NOTE and classify(rel) == "note"]
         if len(notes) >= BURST:  # read and applied in batches, as a full pass does, not one transaction each
             await self._guarded(self._sync_notes(notes), f"{len(notes)} notes")

@@ -13,8 +13,8 @@ from vault_sync.model import Chunk, FileState, NodeRef, NoteUpdate, ParsedNote
 
 
 class GraphPort(Protocol):
-    async def file_states(self) -> dict[str, FileState]:
-        """Every file the graph knows, keyed by vault-relative path."""
+    async def file_states(self, paths: Sequence[str] | None = None) -> dict[str, FileState]:
+        """Every file the graph knows (or those of `paths` it knows), keyed by vault-relative path."""
         ...
 
     async def file_state(self, path: str) -> FileState | None: ...

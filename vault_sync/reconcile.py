@@ -14,8 +14,8 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -89,6 +89,15 @@ class _Apply:
         )
 
 
+class _Later:
+    """`_prepare`'s answer for a note that would take over the node of its path (it holds no id, or one the
+    graph has never seen): decided after every other note of the sync, once the notes that carry ids have
+    moved where they went (see `_sync_batches`)."""
+
+
+_LATER = _Later()
+
+
 def _path_owner(
     known: FileState | None, refs: Mapping[str, NodeRef], claimed: set[str], rel: str
 ) -> str | None:
@@ -125,6 +134,10 @@ class VaultSync:
         self.deferred: dict[str, float] = {}
         self.on_defer: Callable[[str, float], None] | None = None
         self._lock = asyncio.Lock()  # one reconcile at a time: the watcher and tools share this engine
+        self._later: list[NoteRead] | None = None  # while `takeovers_last` runs: the notes decided at its end
+        # Paths whose note would take over its path's node: when that was first seen, and the checksum then
+        # (`_takeover_settled`).
+        self._takeovers: dict[str, tuple[float, str]] = {}
 
     @property
     def writable(self) -> bool:
@@ -137,6 +150,33 @@ class VaultSync:
 
     # --- public entry points -------------------------------------------------------------------------------
 
+    @asynccontextmanager
+    async def takeovers_last(self) -> AsyncIterator[SyncReport]:
+        """Within the block, the notes that would take over the node of their path (they hold no id, or one
+        the graph has never seen) wait until the block ends: the syncs inside it may each see only part of a
+        change (the watcher's events of one moment: a renamed note in a new folder and a new note under its
+        old name, say), and every note carrying an id must find its node first (see `_sync_batches`). The
+        report yielded is filled in at the end with what was decided then."""
+        if self._later is not None:  # nested: the outer block decides
+            yield SyncReport()
+            return
+        self._later = []
+        report = SyncReport()
+        try:
+            yield report
+        finally:
+            later, self._later = self._later, None
+            if later:
+                async with self._lock:
+                    await self._settle_later(later, report)
+
+    async def _settle_later(self, later: Sequence[NoteRead], report: SyncReport) -> None:
+        """Decide the postponed notes, as the graph stands now (the moves before them applied)."""
+        known = await self.graph.file_states([read.path for read in later])
+        for start in range(0, len(later), BATCH):
+            for outcome in await self._settle_batch(later[start : start + BATCH], known, False):
+                report.add(outcome)
+
     async def sync_path(self, rel: str, *, dry_run: bool = False) -> NoteOutcome:
         """Reconcile one vault-relative path (created, changed, or gone)."""
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
@@ -147,19 +187,36 @@ class VaultSync:
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
             reads = await self._read_in_thread([rel], {rel: known} if known else {}, dry_run, by_content=True)
-            [outcome] = await self._settle_batch(reads, {rel: known} if known else {}, dry_run)
-            return outcome
+            later = None if dry_run else self._later
+            outcomes = await self._settle_batch(reads, {rel: known} if known else {}, dry_run, later)
+            return (
+                outcomes[0] if outcomes else NoteOutcome(rel, UNCHANGED, id=known.node_id if known else None)
+            )
 
     async def sync_paths(self, rels: Sequence[str]) -> SyncReport:
         """Reconcile many note paths at once, read and applied in batches like a full pass (the watcher's
-        bursts: many notes changed together, or many notes owed their id line settling at the same moment)."""
+        bursts: many notes changed together, or many notes owed their id line settling at the same moment).
+
+        Together, not one by one, so that a note renamed while a new one took its old name keeps its identity
+        (`_sync_batches`). A path that is no note of its own (a symlink to another note of the vault) is
+        treated as `sync_path` treats it."""
         report = SyncReport()
         async with self._lock:
-            known = await self.graph.file_states()
-            todo = list(dict.fromkeys(rels))
+            wanted = list(dict.fromkeys(rels))
+            known = await self.graph.file_states(wanted)
+            todo = await asyncio.to_thread(self._notes_of_their_own, wanted)
+            for rel in wanted:
+                if rel not in todo and rel in known:
+                    report.add(await self._archive(rel, False))
             read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
             await self._sync_batches(todo, known, False, read, report, None, len(todo))
         return report
+
+    def _notes_of_their_own(self, rels: Sequence[str]) -> list[str]:
+        """The paths of `rels` that name a note of their own (not a link to another note of the vault)."""
+        return [
+            rel for rel in rels if classify(rel) == "note" and not links_to_note(self.root, self.root / rel)
+        ]
 
     async def sync_vault(
         self,
@@ -246,8 +303,16 @@ class VaultSync:
         progress: Progress | None,
         total: int,
     ) -> None:
-        """Read and apply `todo` in batches, pipelined: the next batch is read while this one is applied."""
+        """Read and apply `todo` in batches, pipelined: the next batch is read while this one is applied.
+
+        A note that would take over the node of its path (it holds no id, or an id the graph has never seen) is
+        decided last, after every note of the sync that carries an id. Where a note was renamed and a new one
+        took its old name at once (a `git pull`, a sync client bringing another device's changes), the renamed
+        note, which carries the node's id, moves first; the new note then gets a node of its own instead of
+        the renamed one's identity and history, and the renamed one is never mistaken for a copy."""
         batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
+        outer = self._later if not dry_run else None  # `takeovers_last` decides them at its end
+        later: list[NoteRead] = outer if outer is not None else []
         pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
         try:
             for index, batch in enumerate(batches):
@@ -262,9 +327,13 @@ class VaultSync:
                 pending = None
                 if index + 1 < len(batches):
                     pending = asyncio.ensure_future(read(batches[index + 1], known, dry_run))
-                for outcome in await self._settle_batch(reads, known, dry_run):
+                for outcome in await self._settle_batch(reads, known, dry_run, later):
                     report.add(outcome)
                 await _report(progress, report.unchanged + sum(len(b) for b in batches[: index + 1]), total)
+            if outer is None:
+                for start in range(0, len(later), BATCH):
+                    for outcome in await self._settle_batch(later[start : start + BATCH], known, dry_run):
+                        report.add(outcome)
         finally:
             if pending is not None:
                 # The apply failed or the sync was cancelled: nobody will use this read, but it may be writing
@@ -275,9 +344,16 @@ class VaultSync:
                     pending.exception()  # retrieved: the failure belongs to no one now
 
     async def _settle_batch(
-        self, reads: Sequence[NoteRead], known: Mapping[str, FileState], dry_run: bool
+        self,
+        reads: Sequence[NoteRead],
+        known: Mapping[str, FileState],
+        dry_run: bool,
+        later: list[NoteRead] | None = None,
     ) -> list[NoteOutcome]:
-        """Settle ids for a batch of read notes, then apply them to the graph in one transaction."""
+        """Settle ids for a batch of read notes, then apply them to the graph in one transaction. With `later`,
+        the notes that would take over their path's node are put there instead (`_sync_batches`)."""
+        if not reads:
+            return []
         outcomes: list[NoteOutcome | _Apply] = []
         claimed: set[str] = set()  # ids taken by earlier notes of this batch (a copy inside one batch)
         # One lookup for the whole batch: a round trip per note would cost more than applying the note.
@@ -286,7 +362,14 @@ class VaultSync:
         wanted += [s.node_id for r in reads if r.note and (s := known.get(r.path)) and s.node_id]
         refs = await self.graph.nodes_by_ids(wanted)
         for read in reads:
-            outcomes.append(await self._prepare(read, known.get(read.path), dry_run, claimed, refs))
+            prepared = await self._prepare(
+                read, known.get(read.path), dry_run, claimed, refs, later is not None
+            )
+            if isinstance(prepared, _Later):
+                assert later is not None
+                later.append(read)
+            else:
+                outcomes.append(prepared)
         applies = [o for o in outcomes if isinstance(o, _Apply)]
         created = await self.graph.apply_notes([a.update for a in applies]) if applies else []
         flags = dict(zip((id(a) for a in applies), created, strict=True))
@@ -299,8 +382,10 @@ class VaultSync:
         dry_run: bool,
         claimed: set[str],
         refs: Mapping[str, NodeRef],
-    ) -> NoteOutcome | _Apply:
-        """Decide what one read note means; returns a final outcome or the update to apply."""
+        postpone: bool = False,
+    ) -> NoteOutcome | _Apply | _Later:
+        """Decide what one read note means; returns a final outcome or the update to apply (or, with
+        `postpone`, `_LATER` for a note that would take over its path's node)."""
         if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
             self.deferred.pop(read.path, None)
         if read.missing:
@@ -321,6 +406,8 @@ class VaultSync:
             elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):
                 # The file at a path we know now carries an id the graph has never seen: another device (or
                 # the person) re-keyed the note. Keep the node, its history and relations, under the new id.
+                if postpone:
+                    return _LATER
                 if dry_run:
                     return NoteOutcome(read.path, UPDATED, id=node_id)
                 await self.graph.rekey_node(old, node_id)
@@ -330,6 +417,8 @@ class VaultSync:
         owed = False
         if node_id is None:
             owner = _path_owner(known, refs, claimed, read.path)  # a path we know never gets a fresh id
+            if owner is not None and postpone:
+                return _LATER
             if dry_run:
                 action = UPDATED if owner else CREATED
                 return NoteOutcome(read.path, action, id=owner, inject_id=not read.blank)
@@ -346,7 +435,8 @@ class VaultSync:
                 )
             node_id = owner or identify.new_engrama_id(note.file_began)  # stamped with when it began
             busy = False
-            if self.writable and read.may_take_id(self.settle):
+            takeover = self._takeover_wait(read, owner) if self.writable else 0.0
+            if self.writable and read.may_take_id(self.settle) and takeover <= 0:
                 try:
                     note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)
                     injected = True
@@ -358,7 +448,7 @@ class VaultSync:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
                 if not read.blank:
-                    self._defer(read.path, self.settle if busy else self.settle - quiet)
+                    self._defer(read.path, self.settle if busy else max(self.settle - quiet, takeover))
         claimed.add(node_id)
         existing = refs.get(node_id)  # None for an id given just now
         moved_from = existing.path if existing and existing.path and existing.path != read.path else None
@@ -367,6 +457,28 @@ class VaultSync:
             return NoteOutcome(read.path, action, id=node_id, moved_from=moved_from)
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
         return _Apply(update, injected, moved_from, owed)
+
+    def _takeover_wait(self, read: NoteRead, owner: str | None) -> float:
+        """Seconds to wait before the id of the node at this path (`owner`) is written into the id-less note now
+        there (0: now).
+
+        Only once this process has seen the note unchanged for the settle window, whatever its file time says:
+        a sync client brings another device's files with that device's times, so a new note put at a renamed
+        note's old path looks quiet at once, and the renamed note (which carries the node's id) may be reported
+        a moment later, from another folder. Written at once, the id would give the new note the renamed one's
+        identity and make the renamed one look like a copy; waiting lets the renamed note claim its node
+        first (this note then gets an id of its own)."""
+        if owner is None or read.state is None:
+            return 0.0
+        now, checksum = time.monotonic(), read.state.checksum
+        since, seen = self._takeovers.get(read.path, (now, checksum))
+        if seen != checksum:
+            since = now
+        if now - since >= self.settle:
+            self._takeovers.pop(read.path, None)
+            return 0.0
+        self._takeovers[read.path] = (since, checksum)
+        return self.settle - (now - since)
 
     def _defer(self, rel: str, delay: float) -> None:
         """Come back to `rel` after `delay` seconds (only a process that may write has anything to come back for)."""
@@ -454,6 +566,7 @@ class VaultSync:
         the note may still be there: it is left as it was, and the outcome says why (`scan.presence`)."""
         if not dry_run:
             self.deferred.pop(rel, None)  # nothing is owed to a note that is not there
+            self._takeovers.pop(rel, None)
         known = await self.graph.file_state(rel)
         node_id = known.node_id if known else None
         seen = await asyncio.to_thread(presence, self.root, rel, still_a_note=classify(rel) == "note")

@@ -51,8 +51,8 @@ class GraphStore:
 
     # --- GraphPort -----------------------------------------------------------------------------------------
 
-    async def file_states(self) -> dict[str, FileState]:
-        return await self.read(sync_sql.file_states)
+    async def file_states(self, paths: Sequence[str] | None = None) -> dict[str, FileState]:
+        return await self.read(sync_sql.file_states, paths)
 
     async def file_state(self, path: str) -> FileState | None:
         return await self.read(sync_sql.file_state, path)

@@ -24,11 +24,25 @@ def row_to_ref(row: Any) -> NodeRef:
     return NodeRef(id=row["id"], label=row["label"], name=row["name"], path=row["path"], status=row["status"])
 
 
-def file_states(conn: Any) -> dict[str, FileState]:
-    rows = conn.execute("select path, size, mtime_ns, checksum, node_id from files").fetchall()
+def file_states(conn: Any, paths: Sequence[str] | None = None) -> dict[str, FileState]:
+    """Every recorded file, or those of `paths` (a few looked up, not the whole table read)."""
+    sql = "select path, size, mtime_ns, checksum, node_id from files"
+    if paths is None:
+        rows = conn.execute(sql).fetchall()
+    else:
+        wanted = list(dict.fromkeys(paths))
+        rows = []
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            rows += conn.execute(f"{sql} where path in ({','.join('?' * len(part))})", part).fetchall()
     return {
         r["path"]: FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"]) for r in rows
     }
+
+
+def knows_files(conn: Any) -> bool:
+    """Whether the graph has seen any note file of the vault."""
+    return conn.execute("select 1 from files limit 1").fetchone() is not None
 
 
 def file_state(conn: Any, path: str) -> FileState | None:
