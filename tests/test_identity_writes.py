@@ -390,3 +390,38 @@ async def test_remember_right_after_the_person_made_the_note_writes_into_it_not_
     assert done.path == "Cedar 97.md" and notes == ["Cedar 97.md"]
     text = (vault / "Cedar 97.md").read_text(encoding="utf-8")
     assert "Made in Obsidian a moment ago." in text and "Seen by the assistant." in text
+
+
+@pytest.mark.parametrize("unplugged", ["moved away", "an empty mount point"])
+async def test_no_write_goes_where_the_vault_was_while_it_is_not_there(
+    rt: Runtime, vault: Path, tmp_path: Path, unplugged: str
+) -> None:
+    """Found by review: with the vault's drive unplugged (or its share not mounted), `remember` made the vault
+    folder again at its path and wrote the new note there, and a write for a known entity took its note for
+    deleted and wrote a fresh one with a new id; both were hidden when the drive came back, and the real
+    notes were archived. Now nothing is written and the tool says why."""
+    (vault / "People").mkdir()
+    (vault / "People/Maya.md").write_text("---\ntype: Person\n---\nMaya runs the lab.\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    maya_id = read_id((vault / "People/Maya.md").read_bytes())
+    before = ids_in_vault(vault)
+    away = tmp_path / "drive"
+    os.rename(vault, away)
+    if unplugged == "an empty mount point":
+        vault.mkdir()
+    with pytest.raises(Exception, match="unplugged, or a share that is not mounted") as new:
+        await remember(rt, "Project", "Atlas", observation="Atlas starts in May.")
+    assert "Atlas" in str(new.value)
+    with pytest.raises(Exception, match="unplugged, or a share that is not mounted"):
+        await remember(rt, "Person", "Maya", observation="Maya moved to Lisbon.")
+    assert not vault.exists() or list(vault.iterdir()) == []  # nothing written where the vault was
+    if vault.exists():
+        vault.rmdir()
+    os.rename(away, vault)  # the drive is back
+    assert ids_in_vault(vault) == before
+    report = await rt.require_sync().sync_vault()
+    assert (report.archived, report.created, report.errors) == (0, 0, [])
+    [maya] = await entities(rt, "Person", "Maya")
+    assert (maya.id, maya.status, maya.path) == (maya_id, "active", "People/Maya.md")
+    done = await remember(rt, "Person", "Maya", observation="Maya moved to Lisbon.")
+    assert done.id == maya_id and "Lisbon" in (vault / "People/Maya.md").read_text(encoding="utf-8")

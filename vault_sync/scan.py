@@ -127,9 +127,9 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
     With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file.
     """
     root_abs = os.path.abspath(root)
-    problem = _listing_problem(root_abs)
+    problem = root_problem(root, holds_notes=False)
     if problem is not None:
-        return Presence("unseen", _root_message(root, problem))
+        return Presence("unseen", problem)
     parent, parts = root_abs, rel.split("/")
     for depth, part in enumerate(parts):
         path, shown, last = os.path.join(parent, part), "/".join(parts[: depth + 1]), depth == len(parts) - 1
@@ -172,6 +172,22 @@ def _listing_problem(path: str) -> str | None:
         return "is not a folder"
     except OSError as exc:
         return f"cannot be listed: {_describe(exc)}"
+
+
+def root_problem(root: Path, *, holds_notes: bool) -> str | None:
+    """What says the vault is not all there, or None: its root missing or unreadable (a drive unplugged, a
+    share not mounted), or, when it should hold notes (`holds_notes`: the graph knows some), holding nothing
+    at all, as the empty mount point of a share that is not mounted does (an Obsidian vault holds `.obsidian`
+    at least). Nothing is archived and no note written while it says so."""
+    root_abs = os.path.abspath(root)
+    problem = _listing_problem(root_abs)
+    if problem is None and holds_notes:
+        try:
+            with os.scandir(root_abs) as entries:
+                problem = None if next(entries, None) is not None else "is empty"
+        except OSError as exc:
+            problem = f"cannot be listed: {_describe(exc)}"
+    return None if problem is None else _root_message(root, problem)
 
 
 def _root_message(root: Path, problem: str) -> str:

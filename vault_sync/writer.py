@@ -913,10 +913,34 @@ def _trash_names(name: str) -> Iterator[str]:
 
 
 def _make_folders(root: Path, folder: Path) -> None:
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise VaultError(f"{to_rel(root, folder)} is a file where a folder is needed; rename it") from None
+    """Create `folder` and the folders on the way to it, below the vault's root, never the root itself: a
+    vault on a drive that is unplugged (or a share not mounted, or a folder moved away) must not be started
+    again at its old path, where the notes written would be hidden when the drive comes back."""
+    if not os.path.isdir(root):
+        raise VaultError(
+            f"the vault folder {root} is missing: is it on a drive that is unplugged, or a share that is not "
+            "mounted? Nothing was written; reconnect it, or point --vault / ENGRAMA_VAULT at the vault"
+        )
+    current = os.path.abspath(root)
+    for part in Path(os.path.relpath(folder, root)).parts:
+        if part in (os.curdir, ""):
+            continue
+        current = os.path.join(current, part)
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            if not os.path.isdir(current):
+                raise VaultError(
+                    f"{to_rel(root, Path(current))} is a file where a folder is needed; rename it"
+                ) from None
+        except NotADirectoryError:
+            raise VaultError(
+                f"{to_rel(root, Path(current))} is a file where a folder is needed; rename it"
+            ) from None
+        except FileNotFoundError:
+            raise VaultError(
+                f"the vault folder {root} went away while writing; nothing was written"
+            ) from None
     # A folder swapped for a symlink since resolve_in_vault checked it must not lead us out of the vault.
     if not is_inside(os.path.realpath(root), os.path.realpath(folder)):
         raise PathOutsideVault(f"{to_rel(root, folder)} leads out of the vault through a symlink")

@@ -41,6 +41,7 @@ from vault_sync.outbox import QueuedRelation
 from vault_sync.readers import OWED_ID
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
+from vault_sync.scan import root_problem
 from vault_sync.writer import (
     NoteExists,
     create_note,
@@ -334,7 +335,12 @@ async def write_entity(
                 raise not_its_note
             if found is not None:
                 return await _write_found(rt, existing, found, properties, observation, relations, remove)
-            await rt.require_sync().sync_path(existing.path)  # deleted for good: the old node is archived
+            # Deleted for good, unless the vault is not all there (a drive unplugged, an empty mount point).
+            if (problem := await asyncio.to_thread(root_problem, rt.vault, holds_notes=True)) is not None:
+                raise VaultError(f"{existing.path} cannot be written: {problem}")
+            gone_check = await rt.require_sync().sync_path(existing.path)  # the old node is archived
+            if gone_check.action == FAILED:
+                raise VaultError(f"{existing.path} cannot be written: {gone_check.error}")
             namesake = await rt.store.read(memory_sql.live_namesake, label, existing.name, existing.id)
             if namesake is not None:  # the name has a live note since: that is the entity now (`note_holder`)
                 return await into_namesake(namesake)
@@ -558,7 +564,12 @@ async def _create(
     relations: Sequence[PlannedRelation],
     created: bool,
 ) -> EntityWrite:
-    """Create the entity's note in its label's folder; a clash with another note's file name gets `Name 2`."""
+    """Create the entity's note in its label's folder; a clash with another note's file name gets `Name 2`.
+    Never while the vault is not all there (`root_problem`): the note would be written where the person's
+    vault is not, and hidden when it comes back."""
+    holds_notes = await rt.store.read(sync_sql.knows_files)
+    if (problem := await asyncio.to_thread(root_problem, rt.vault, holds_notes=holds_notes)) is not None:
+        raise VaultError(f"{name} was not written: {problem}")
     data = render_new_note(
         engrama_id=node_id, label=label, name=name, properties=properties, observation=observation
     )
