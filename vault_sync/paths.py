@@ -126,6 +126,31 @@ def links_to_note(root: str | os.PathLike[str], link: str | os.PathLike[str]) ->
     return classify(Path(os.path.relpath(target, root_real)).as_posix()) == "note"
 
 
+def listed_as(folder: str | os.PathLike[str], name: str) -> bool:
+    """Whether `folder` lists an entry spelled exactly `name`.
+
+    On a file system that ignores case or Unicode normalization (macOS and Windows by default), a name opens
+    the file under any of its spellings: after `Atlas.md` was renamed `atlas.md`, `Atlas.md` still opens it.
+    Only the folder's listing says which spelling the file has now. True when the folder cannot be listed (no
+    sign of another spelling)."""
+    try:
+        return name in os.listdir(folder)
+    except OSError:
+        return True
+
+
+def spelled_as_listed(root: str | os.PathLike[str], rel: str) -> bool:
+    """Whether every part of vault path `rel` is spelled as its folder lists it (`listed_as`): False for a
+    path that opens a file only because the file system ignores case or normalization (a note, or a folder
+    above it, renamed to another spelling)."""
+    folder = os.fspath(root)
+    for part in rel.split("/"):
+        if not listed_as(folder, part):
+            return False
+        folder = os.path.join(folder, part)
+    return True
+
+
 def conflict_original(rel_path: str) -> str | None:
     """The vault path of the note that `rel_path` is a sync tool's conflict copy of; None for any other path.
 

@@ -23,7 +23,7 @@ from vault_sync import identify
 from vault_sync.attention import load_attention, save_attention
 from vault_sync.errors import VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
-from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault
+from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
 from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, same_stat
@@ -401,6 +401,8 @@ class VaultSync:
         note, state, chunks, injected = read.note, read.state, read.chunks, read.injected
         node_id = note.engrama_id
         if not injected and node_id is not None:
+            if await self._another_spelling(read.path, refs.get(node_id)):
+                return NoteOutcome(read.path, IGNORED, id=node_id)
             if node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
                 node_id = None  # a copy of another note: it gets an id of its own
             elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):
@@ -505,6 +507,22 @@ class VaultSync:
             report.ids_owed = [p for p in report.ids_owed if p not in written]
             report.ids_injected += [p for p in ready if p in written]
 
+    async def _another_spelling(self, rel: str, existing: NodeRef | None) -> bool:
+        """Whether `rel` only opens the note recorded at `existing.path` under a spelling the vault does not list
+        (macOS, Windows: `Atlas.md` after the note became `atlas.md`): no note of its own."""
+        if existing is None or existing.path is None or existing.path == rel:
+            return False
+        other = existing.path
+
+        def same_file_not_listed() -> bool:
+            try:
+                same = os.path.samefile(self.root / rel, self.root / other)
+            except OSError:
+                return False
+            return same and not spelled_as_listed(self.root, rel)
+
+        return await asyncio.to_thread(same_file_not_listed)
+
     async def _is_copy(self, existing: NodeRef | None, rel: str) -> bool:
         """True when the node of this id belongs to another note file that still exists with that id.
 
@@ -516,7 +534,11 @@ class VaultSync:
             data = await asyncio.to_thread(resolve_in_vault(self.root, existing.path).read_bytes)
         except (OSError, VaultError):
             return False  # the other file is gone: this is a move, not a copy
-        return identify.read_id(data) == existing.id
+        if identify.read_id(data) != existing.id:
+            return False
+        # On macOS or Windows the old path may open this very file under another spelling (`Atlas.md` after
+        # a rename to `atlas.md`): then it is a move too.
+        return await asyncio.to_thread(spelled_as_listed, self.root, existing.path)
 
     async def _archive_gone(
         self,

@@ -41,6 +41,7 @@ from vault_sync.paths import (
     conflict_original,
     is_inside,
     links_to_note,
+    listed_as,
     placeholder_name,
     resolve_in_vault,
     to_rel,
@@ -143,6 +144,8 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
             return Presence("gone")
         except OSError as exc:
             return Presence("unseen", f"{shown} cannot be read: {_describe(exc)}")
+        if not listed_as(parent, part):  # only another spelling is there (macOS, Windows): this one is gone
+            return Presence("gone")
         if last and not folder:  # a link to another note of the vault is that note, not one of its own
             note = still_a_note and not links_to_note(root_abs, path)
             return Presence("there") if note else Presence("gone")
