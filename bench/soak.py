@@ -1,6 +1,6 @@
 """A seeded, randomized soak of engrama-vault: a person editing, two assistants calling every tool, servers dying.
 
-    .venv/bin/python bench/soak.py --seed 7 --minutes 5 [--json] [--workdir DIR]
+    .venv/bin/python bench/soak.py --seed 7 --minutes 5 [--kills N] [--json] [--workdir DIR]
 
 Real parts only: a temporary vault on disk, real `engrama-vault serve` processes over stdio, real MCP clients.
 For the run's length:
@@ -9,7 +9,9 @@ For the run's length:
   a frontmatter property), every line unique so its survival can be checked;
 - assistant A on server A (the lease holder) and, from a quarter of the run, assistant B on server B (a
   follower) call every tool ~30 times a second in total, on names that overlap with the person's notes;
-- at 60% server A is SIGKILLed: B must take over the vault; assistant A reconnects to a new server C.
+- at 60% server A is SIGKILLed: B must take over the vault; assistant A reconnects to a new server C. With
+  `--kills N`, N-1 more SIGKILLs land at random times (30-95% of the run) on either assistant's server,
+  holder or follower, each followed by a new server for that assistant.
 Then the load stops, the soak waits for quiescence (nothing pending in engrama_status, the vault's files
 still for the settle window, with a deadline) and checks the invariants (bench/soak_checks.py), once more after
 a rebuild (a fresh database, `engrama-vault sync`). Every operation is logged with the seed in
@@ -53,6 +55,13 @@ class SoakConfig:
     )
     quiet_deadline: float = 120.0
     code: Path | None = None  # run the servers from this source tree (PYTHONPATH), e.g. an older commit
+    kills: int = 1  # SIGKILLs: the first of the lease holder at 60%; more at random times, of either server
+
+    def kill_times(self) -> list[float]:
+        """When each SIGKILL lands, as fractions of the run: 0.6 for one; for more, spread at random between
+        0.3 and 0.95 of the run (always 0.6 among them), the same for the same seed."""
+        rng = random.Random(f"{self.seed}-kills")
+        return sorted([0.6, *(rng.uniform(0.3, 0.95) for _ in range(self.kills - 1))])
 
     @property
     def env(self) -> dict[str, str]:
@@ -112,18 +121,27 @@ async def _run(
             asyncio.create_task(two.run(random.Random(f"{seed}-B-{i}"), stop, config.tool_rate / 4))
             for i in (1, 2)
         ]
-        await until(0.6)
-        one.server = None
-        first.kill()
-        record.event("harness", "sigkill", server="A", pid=first.pid)
-        took_over = await _wait(lambda: _watching(two.server), 60, "the follower takes over the vault")
-        record.judge(
-            "the follower takes over when the holder is killed",
-            []
-            if took_over
-            else ["server B never reported watching the vault within 60 s of server A's SIGKILL"],
-        )
-        one.server = await start("C")  # the killed client's app restarts its server
+        rng = random.Random(f"{seed}-victims")
+        names = iter("CDEFGHIJKLMNOPQRSTUVWXYZ")
+        failed: list[str] = []
+        for n, when in enumerate(config.kill_times()):
+            await until(when)
+            # The first SIGKILL is the holder's (assistant A's server); later ones hit either server.
+            hit, other = (one, two) if n == 0 or rng.random() < 0.5 else (two, one)
+            victim = hit.server
+            if victim is None:
+                continue
+            holder = await _watching(victim)
+            hit.server = None
+            victim.kill()
+            record.event("harness", "sigkill", server=victim.name, pid=victim.pid, holder=holder)
+            if holder and not await _wait(lambda o=other: _watching(o.server), 60, "the follower takes over"):
+                failed.append(
+                    f"server {other.server.name if other.server else '?'} never reported watching the vault "
+                    f"within 60 s of server {victim.name}'s SIGKILL"
+                )
+            hit.server = await start(next(names))  # the killed client's app restarts its server
+        record.judge("the follower takes over when the holder is killed", failed)
         await until(1.0)
     finally:
         stop.set()
@@ -295,12 +313,22 @@ def main() -> int:
     parser.add_argument(
         "--code", type=Path, default=None, help="run the servers from this source tree (e.g. an older commit)"
     )
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=1,
+        help="SIGKILLs of a server (default 1: the lease holder at 60%%; more land at random times on either)",
+    )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 10**6)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"engrama-soak-{seed}-"))
     print(f"soak: seed {seed}, {args.minutes} min, workdir {workdir}", file=sys.stderr)
     summary = asyncio.run(
-        run_soak(SoakConfig(seed=seed, seconds=args.minutes * 60, workdir=workdir, code=args.code))
+        run_soak(
+            SoakConfig(
+                seed=seed, seconds=args.minutes * 60, workdir=workdir, code=args.code, kills=args.kills
+            )
+        )
     )
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 1 if summary["invariants_violated"] else 0
