@@ -425,3 +425,23 @@ async def test_no_write_goes_where_the_vault_was_while_it_is_not_there(
     assert (maya.id, maya.status, maya.path) == (maya_id, "active", "People/Maya.md")
     done = await remember(rt, "Person", "Maya", observation="Maya moved to Lisbon.")
     assert done.id == maya_id and "Lisbon" in (vault / "People/Maya.md").read_text(encoding="utf-8")
+
+
+async def test_a_note_the_person_made_read_only_is_not_written_and_the_tool_says_so(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: `remember` appended to a note the person had made read-only (chmod 444): the writer
+    replaces a note by rename, which needs only the folder's permission."""
+    (vault / "People").mkdir()
+    note = vault / "People/Maya.md"
+    note.write_text("---\ntype: Person\n---\nMaya runs the lab.\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    note.chmod(0o444)
+    before = note.read_bytes()
+    with pytest.raises(Exception, match="read-only") as refused:
+        await remember(rt, "Person", "Maya", observation="Maya moved to Lisbon.")
+    assert "Make it writable" in str(refused.value)
+    assert note.read_bytes() == before and [p.name for p in (vault / "People").iterdir()] == ["Maya.md"]
+    note.chmod(0o644)
+    done = await remember(rt, "Person", "Maya", observation="Maya moved to Lisbon.")
+    assert "Lisbon" in note.read_text(encoding="utf-8") and done.path == "People/Maya.md"

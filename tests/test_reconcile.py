@@ -288,3 +288,38 @@ async def test_a_note_renamed_while_a_new_one_took_its_old_name_keeps_its_identi
     fresh = await store.get_node(taken)
     assert fresh is not None and (fresh.path, fresh.properties) == ("Ideas.md", {})
     assert sorted(n.path or "" for n in await store.find_nodes("Ideas")) == ["Ideas.md", "Zettel/Ideas.md"]
+
+
+JSON_NOTE = '---\n{\n  "tags": ["journal"],\n  "publish": false\n}\n---\nSailboats on the lake at dawn.\n'
+
+
+@pytest.mark.parametrize("kind", ["JSON frontmatter", "read-only"])
+async def test_a_note_that_cannot_take_an_id_line_is_indexed_all_the_same_and_left_as_it_is(
+    vault: Path, store: GraphStore, kind: str
+) -> None:
+    """Found by review: a note whose id line could not be written (Obsidian's documented JSON frontmatter,
+    a one-line flow mapping) was reported as an error and never indexed, and a note the person made
+    read-only was rewritten (a rename needs only the folder's permission). Both are now indexed with their
+    id kept in the database, their bytes (and mode) untouched, and the report says why."""
+    sync = engine(vault, store)
+    path = write(
+        vault, "Journal.md", JSON_NOTE if kind == "JSON frontmatter" else "# Journal\nSailboats at dawn.\n"
+    )
+    if kind == "read-only":
+        path.chmod(0o444)
+    before, mode = path.read_bytes(), path.stat().st_mode
+    first = await sync.sync_vault()
+    assert (first.created, first.errors, first.ids_injected) == (1, [], [])
+    assert [e.path for e in first.ids_not_written] == ["Journal.md"]
+    assert (path.read_bytes(), path.stat().st_mode) == (before, mode)
+    [node] = await store.find_nodes("Journal")
+    assert node.path == "Journal.md"
+    found = await store.read(
+        lambda c: c.execute(
+            "select c.node_id from chunks_fts f join chunks c on c.id = f.rowid where chunks_fts match 'sailboats'"
+        ).fetchall()
+    )
+    assert [r[0] for r in found] == [node.id]
+    again = await sync.sync_vault()  # nothing to do until the note changes: no attempt, no report
+    assert (again.unchanged, again.ids_not_written, again.errors) == (1, [], [])
+    assert [n.id for n in await store.find_nodes("Journal")] == [node.id]

@@ -17,5 +17,9 @@ class PathOutsideVault(VaultError):
     """A path that is absolute, climbs out with `..`, or follows a symlink out of the vault."""
 
 
+class NoteReadOnly(VaultError):
+    """A note the person made read-only (no one may write it): engrama does not write into it either."""
+
+
 class ConcurrentEdit(VaultError):
     """The file changed between our read and our write, and re-basing did not converge."""

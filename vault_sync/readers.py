@@ -17,7 +17,7 @@ from vault_sync import identify
 from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
-from vault_sync.errors import VaultError
+from vault_sync.errors import MalformedNote, NoteReadOnly, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
@@ -180,8 +180,10 @@ class NoteReader:
         try:
             began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
             note, state, chunks = self.write_id(read, identify.new_engrama_id(began))
-        except NoteBusy:
-            return read  # being saved right now: the reconcile indexes it and writes its line once quiet
+        except (NoteBusy, MalformedNote, NoteReadOnly):
+            # Being saved right now, or it cannot take the line (read-only, a layout such as JSON): the
+            # reconcile indexes it all the same, and says why the line is not there
+            return read
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))
         return replace(read, note=note, state=state, chunks=chunks, injected=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vault_sync import identify
 from vault_sync.attention import load_attention, save_attention
-from vault_sync.errors import VaultError
+from vault_sync.errors import MalformedNote, NoteReadOnly, VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
@@ -77,6 +77,7 @@ class _Apply:
     injected: bool
     moved_from: str | None
     owed: bool = False  # indexed, but its id line waits until the note is quiet
+    not_written: str | None = None  # indexed, but its id line cannot be written: why
 
     def outcome(self, created: bool) -> NoteOutcome:
         return NoteOutcome(
@@ -86,6 +87,7 @@ class _Apply:
             inject_id=self.injected,
             moved_from=self.moved_from,
             id_owed=self.owed,
+            id_not_written=self.not_written,
         )
 
 
@@ -417,6 +419,7 @@ class VaultSync:
                     "%s: its engrama_id changed from %s to %s; the node follows it", read.path, old, node_id
                 )
         owed = False
+        not_written: str | None = None
         if node_id is None:
             owner = _path_owner(known, refs, claimed, read.path)  # a path we know never gets a fresh id
             if owner is not None and postpone:
@@ -444,9 +447,14 @@ class VaultSync:
                     injected = True
                 except NoteBusy:
                     busy = True  # a save began since the read: index it now, write the line once quiet
+                except (MalformedNote, NoteReadOnly) as exc:
+                    # It parses, but cannot take the line (read-only, or a layout such as JSON): indexed all the
+                    # same, its id kept in the database only; tried again when the note changes.
+                    not_written = describe(exc)
+                    log.warning("%s: indexed without an engrama_id line: %s", read.path, not_written)
                 except (OSError, VaultError) as exc:
                     return NoteOutcome(read.path, FAILED, error=describe(exc))
-            if not injected:
+            if not injected and not_written is None:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
                 if not read.blank:
@@ -458,7 +466,7 @@ class VaultSync:
             action = CREATED if existing is None or existing.status == "stub" else UPDATED
             return NoteOutcome(read.path, action, id=node_id, moved_from=moved_from)
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
-        return _Apply(update, injected, moved_from, owed)
+        return _Apply(update, injected, moved_from, owed, not_written)
 
     def _takeover_wait(self, read: NoteRead, owner: str | None) -> float:
         """Seconds to wait before the id of the node at this path (`owner`) is written into the id-less note now

@@ -27,6 +27,7 @@ class NoteOutcome:
     id_owed: bool = (
         False  # indexed, but its engrama_id line waits until the note is quiet (blank or just changed)
     )
+    id_not_written: str | None = None  # indexed, but its engrama_id line cannot be written: why
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class SyncReport:
     moved: int = 0
     ids_injected: list[str] = field(default_factory=list)
     ids_owed: list[str] = field(default_factory=list)  # indexed; the id line follows once each note is quiet
+    # Indexed, but no engrama_id line can be written into them (read-only, or a frontmatter layout such as
+    # JSON that cannot take a line): their identity is kept in the database only, so a rebuild gives them new
+    # ids. Each with why.
+    ids_not_written: list[SyncError] = field(default_factory=list)
     errors: list[SyncError] = field(default_factory=list)
     # A partial view of the vault never archives what it cannot see (vault_sync.reconcile, vault_sync.scan):
     archive_held_back: int = 0  # notes missing from the vault, not archived because so many went at once
@@ -71,6 +76,8 @@ class SyncReport:
             self.ids_injected.append(outcome.path)
         if outcome.id_owed:
             self.ids_owed.append(outcome.path)
+        if outcome.id_not_written:
+            self.ids_not_written.append(SyncError(outcome.path, outcome.id_not_written))
         if outcome.moved_from:
             self.moved += 1
 

@@ -55,7 +55,7 @@ from typing import Any
 
 from vault_sync import orphans
 from vault_sync.checksum import sha256_hex
-from vault_sync.errors import ConcurrentEdit, PathOutsideVault, UnreadableNote, VaultError
+from vault_sync.errors import ConcurrentEdit, NoteReadOnly, PathOutsideVault, UnreadableNote, VaultError
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
 
@@ -208,6 +208,11 @@ def edit_note(
             new = edit(data)
             if new == data:
                 return WriteResult(real_rel, read.checksum, read, changed=False)
+            if not st.st_mode & 0o222:  # replacing it by rename would need only the folder's permission
+                raise NoteReadOnly(
+                    f"{real_rel} is read-only (its permissions let no one write it), so engrama does not write "
+                    "into it either; nothing was written. Make it writable to let engrama write into it"
+                )
             state = _swap_in(root, real, real_rel, new, read.checksum, st, edit)
             if state is not None:
                 return WriteResult(real_rel, read.checksum, state, changed=True)

@@ -85,6 +85,7 @@ def _summary(report: SyncReport, seconds: float, dry_run: bool) -> str:
         f"{len(report.ids_injected)} ids {'to insert' if dry_run else 'inserted'}, {len(report.errors)} failed"
     ]
     lines.extend(f"  failed: {e.path}: {e.error}" for e in report.errors)
+    lines.extend(f"  indexed without an id line: {e.path}: {e.error}" for e in report.ids_not_written)
     if report.archive_held_back:
         lines.append(f"  archive held back: {report.archive_hint}")
     lines.extend(f"  conflict copy: {c.path}: {conflict_advice(c)}" for c in report.conflict_copies)

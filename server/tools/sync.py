@@ -38,6 +38,10 @@ class VaultSyncResult(BaseModel):
     moved: int
     ids_injected: list[str] = Field(description="notes that got an engrama_id line")
     errors: list[SyncFailure] = Field(description="notes that could not be synced, with what to fix")
+    ids_not_written: list[SyncFailure] = Field(
+        default_factory=list,
+        description="notes indexed without an engrama_id line (read-only, or frontmatter that cannot take one)",
+    )
     archive_held_back: int = Field(
         0,
         description="missing notes not archived because so many went at once; confirm_archive=true archives",
