@@ -16,10 +16,11 @@ from server.commands import COMMANDS
 from server.commands.common import CommandError
 from server.runtime import NoVaultConfigured
 from server.settings import ConfigError
+from server.store.database import DatabaseProblem
 from vault_sync.errors import VaultError
 
 # Errors a person can fix: printed as one line with the fix, exit status 2, no traceback.
-FIXABLE = (CommandError, NoVaultConfigured, ConfigError, ProfileError, VaultError)
+FIXABLE = (CommandError, NoVaultConfigured, ConfigError, ProfileError, VaultError, DatabaseProblem)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +48,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FIXABLE as exc:
         print(f"engrama-vault {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:  # the server's task groups wrap what stopped its start-up
+        fixable = _fixable(group)
+        if fixable is None:
+            raise
+        print(f"engrama-vault {args.command}: {fixable}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _fixable(error: BaseException) -> BaseException | None:
+    """The error a person can fix inside an exception group (the first found), or None."""
+    if isinstance(error, FIXABLE):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            if (found := _fixable(inner)) is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

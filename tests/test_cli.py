@@ -131,3 +131,19 @@ def test_sync_while_a_server_holds_the_lease_writes_no_note(tmp_path: Path) -> N
     assert "lease" in error["error"]
     assert (vault / "New.md").read_bytes() == b"no id yet\n"
     assert run("sync", "--vault", str(vault), "--db", str(db)).returncode == 0  # once free, it syncs
+
+
+@pytest.mark.parametrize("command", ["sync", "status", "serve"])
+def test_a_damaged_database_is_one_line_that_says_to_move_it_aside(tmp_path: Path, command: str) -> None:
+    """Found by review: a database file that is not one (or damaged pages) ended `serve`, `status` and `sync`
+    with an 88-line traceback and no word that it can simply be rebuilt from the vault."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "A.md").write_text("# A\n", encoding="utf-8")
+    db = tmp_path / "graph.db"
+    db.write_bytes(b"this is no SQLite file; a sync client mangled it" * 200)
+    done = run(command, "--vault", str(vault), "--db", str(db))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith(f"engrama-vault {command}:")]
+    assert "is damaged" in line and "move it aside or delete it" in line and "rebuilds it from the vault" in line

@@ -295,3 +295,39 @@ async def test_a_vault_the_os_refuses_to_watch_is_walked_for_edits_every_few_sec
                 await asyncio.sleep(0.2)
     log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
     assert "max_user_instances" in log and log.count("cannot watch") == 1  # said once, not every 30 s
+
+
+async def test_a_database_locked_by_another_program_gives_a_message_that_says_what_to_do(
+    seeded: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Found by review: a database browser or backup tool holding the database made every write tool answer
+    only "Error executing tool engrama_remember", after changing the note."""
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(seeded, db_path))
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await call(session, "engrama_sync_vault", {})
+            other = sqlite3.connect(db_path, timeout=0)
+            try:
+                other.execute("begin immediate")  # another program's write transaction, held
+                message = await error_of(
+                    session,
+                    "engrama_remember",
+                    {"label": "Project", "name": "Engrama", "observation": "Ships in May."},
+                )
+            finally:
+                other.rollback()
+                other.close()
+            assert "locked by another program" in message and "close that program" in message
+            assert "stays in the vault" in message
+            assert "Ships in May." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
+            done = await call(
+                session,
+                "engrama_remember",
+                {"label": "Project", "name": "Engrama", "observation": "Ships in May."},
+            )
+            assert done["created"] is False
+    assert "Ships in May." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")

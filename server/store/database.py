@@ -119,6 +119,37 @@ def _enable_wal(conn: sqlean.Connection) -> None:
             delay = min(delay * 2, 0.2)
 
 
+DatabaseError = sqlean.DatabaseError  # what SQLite raises (locked, disk full, damaged file ...)
+
+
+class DatabaseProblem(Exception):
+    """The database file cannot be used as it is; the message says what to do (the vault is never at risk: the
+    database is derived from it)."""
+
+
+def explain_database_error(exc: Exception, path: Path | None = None) -> str:
+    """What a failure of SQLite means for the person, and what to do about it."""
+    the = f"the database {path}" if path is not None else "the graph database"
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        what = (
+            f"{the} is locked by another program (a database browser or a backup tool?) that kept it for more "
+            f"than {BUSY_TIMEOUT_MS // 1000} s; close that program and try again"
+        )
+    elif "full" in text:
+        what = f"the disk holding {the} is full; free some space and try again"
+    elif "not a database" in text or "malformed" in text or "corrupt" in text:
+        what = (
+            f"{the} is damaged ({exc}); move it aside or delete it, and engrama rebuilds it from the vault at "
+            "the next start (your notes hold everything it needs; approved and dismissed insights too)"
+        )
+    elif "readonly" in text or "read-only" in text or "unable to open" in text:
+        what = f"{the} cannot be opened for writing ({exc}); check the permissions of the file and its folder"
+    else:
+        what = f"{the} failed: {exc}"
+    return what
+
+
 def connect_read_only(path: Path) -> sqlean.Connection:
     """A connection that can only read the database file at `path` (another process's, e.g. reflect's worker),
     set up like the store's own (`_connect`)."""
@@ -157,7 +188,22 @@ def connect_sync(
 
     `vec_extension` overrides the sqlite-vec library path (tests use a missing one to see the fallback)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _open(path, load_vec, vec_extension)
+    except sqlean.DatabaseError as exc:
+        raise DatabaseProblem(explain_database_error(exc, path)) from exc
+
+
+def _open(path: Path, load_vec: bool, vec_extension: str | None) -> tuple[sqlean.Connection, VectorSupport]:
     conn = _connect(path)
+    try:
+        return conn, _prepare(conn, load_vec, vec_extension)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _prepare(conn: sqlean.Connection, load_vec: bool, vec_extension: str | None) -> VectorSupport:
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
     # Checkpoints every ~40 MiB of WAL instead of every 4 MiB: a first sync writes hundreds of MiB.
@@ -168,7 +214,7 @@ def connect_sync(
     )
     apply_migrations(conn)
     size_cache(conn)  # after the migrations, which may have rewritten the file
-    return conn, vec
+    return vec
 
 
 def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) -> sqlean.Connection:

@@ -21,6 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from server.runtime import NoVaultConfigured, Runtime
+from server.store.database import DatabaseError, explain_database_error
 from vault_sync.errors import VaultError
 
 
@@ -47,6 +48,11 @@ def tool_errors() -> Iterator[None]:
         raise
     except (ValueError, VaultError, NoVaultConfigured) as exc:  # ValueError: ServiceError, ProfileError...
         raise ToolError(str(exc)) from exc
+    except DatabaseError as exc:  # locked by another program, disk full, damaged: say what to do
+        raise ToolError(
+            f"{explain_database_error(exc)}. A change the tool already made to a note stays in the vault; the "
+            "graph takes it up once the database works again"
+        ) from exc
     except FileNotFoundError as exc:
         raise ToolError(
             f"{exc.filename or 'the file'} does not exist; check the vault-relative path"
