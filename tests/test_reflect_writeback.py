@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,8 @@ async def test_write_appends_a_marked_section_once(vault, db_path) -> None:
         after_first = {name: b.read(name) for name in before}
         again = await write_insight_to_vault(rt, insight_id)
         after_second = {name: b.read(name) for name in before}
-    assert written == again == sorted(b.paths[n] for n in ("Alpha", "Beta", "SQLite"))
+    assert written.written == again.written == sorted(b.paths[n] for n in ("Alpha", "Beta", "SQLite"))
+    assert written.skipped == again.skipped == []
     assert after_second == after_first  # byte-identical: writing again changes nothing
     for name, data in after_first.items():
         assert data.startswith(before[name])  # the person's bytes are untouched
@@ -107,7 +109,9 @@ async def test_target_note_receives_the_section_alone(vault, db_path) -> None:
     alpha = b.read("Alpha")
     async with synced(vault, db_path) as rt:
         insight_id = await approved_insight(rt)
-        assert await write_insight_to_vault(rt, insight_id, target_note="Notes/Ideas") == ["Notes/Ideas.md"]
+        assert (await write_insight_to_vault(rt, insight_id, target_note="Notes/Ideas")).written == [
+            "Notes/Ideas.md"
+        ]
     assert b"<!-- engrama:insight " in b.read("Ideas") and b.read("Alpha") == alpha
 
 
@@ -156,8 +160,9 @@ async def test_malformed_notes_are_skipped_not_edited(vault, db_path) -> None:
         broken = b"---\nengrama_id: [unclosed\n---\nBody\n"
         (vault / b.paths["Beta"]).write_bytes(broken)
         written = await write_insight_to_vault(rt, insight_id)
-    assert b.paths["Beta"] not in written and b.read("Beta") == broken
-    assert b.paths["Alpha"] in written
+    assert b.paths["Beta"] not in written.written and b.read("Beta") == broken
+    assert b.paths["Alpha"] in written.written
+    assert [s.path for s in written.skipped] == [b.paths["Beta"]]  # said, with why
 
 
 async def test_a_dismissal_waits_for_the_person_saving_the_dismissed_list_and_loses_nothing(
@@ -199,3 +204,21 @@ async def test_a_dismissal_waits_for_the_person_saving_the_dismissed_list_and_lo
     assert decision.status == "dismissed"
     assert text.startswith(typed), text
     assert insight.title in text[len(typed) :]
+
+
+async def test_an_entity_note_renamed_since_gets_the_insight_and_a_deleted_one_is_reported(
+    vault, db_path
+) -> None:
+    """Found by review: writing an insight skipped, without a word, an entity's note the person had renamed
+    (or deleted) since the graph last saw it; the result listed only the notes written."""
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        os.rename(vault / b.paths["Alpha"], vault / "Projects/Alpha (2024).md")  # no sync since
+        (vault / b.paths["Beta"]).unlink()
+        done = await write_insight_to_vault(rt, insight_id)
+    assert done.written == sorted(["Projects/Alpha (2024).md", b.paths["SQLite"]])
+    assert "<!-- engrama:insight shared_technology/" in (vault / "Projects/Alpha (2024).md").read_text(
+        encoding="utf-8"
+    )
+    assert [(s.path, "gone from the vault" in s.reason) for s in done.skipped] == [(b.paths["Beta"], True)]

@@ -42,7 +42,7 @@ from server.reflect.values import (
     ReflectResult,
 )
 from server.reflect.worker import find_insights
-from server.reflect.writeback import write_back
+from server.reflect.writeback import WriteBack, write_back
 from server.runtime import Runtime
 from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
@@ -189,11 +189,11 @@ def _reversal_message(row: InsightRow) -> str:
     return f"insight {row.id} was dismissed on {when}; dismissed insights stay dismissed and are not proposed again"
 
 
-async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str | None = None) -> list[str]:
+async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str | None = None) -> WriteBack:
     """Write an approved insight into the notes of its entities, or into `target_note` (vault-relative).
 
-    Returns the notes that carry the insight's section; writing again changes no byte and returns the same
-    list. Not approved -> `InsightNotApproved`.
+    Returns the notes that carry the insight's section (writing again changes no byte and returns the same
+    list) and the entities' notes it could not go into, with why. Not approved -> `InsightNotApproved`.
     """
     row = await _get(rt, insight_id)
     if row.status != APPROVED:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from server.reflect import render
 from server.reflect.errors import InsightWriteError
@@ -21,6 +22,7 @@ from server.store.insights_sql import InsightRow
 from vault_sync.errors import PathOutsideVault, VaultError
 from vault_sync.frontmatter import decode_note, read_frontmatter
 from vault_sync.insight_section import append_section
+from vault_sync.locate import locate_note
 from vault_sync.paths import classify, resolve_in_vault, to_rel
 from vault_sync.reconcile import VaultSync
 from vault_sync.writer import edit_note
@@ -28,10 +30,26 @@ from vault_sync.writer import edit_note
 log = logging.getLogger(__name__)
 
 
-async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> list[str]:
+@dataclass(frozen=True)
+class Skipped:
+    """An entity's note the section could not go into, and why (the person may fix it and write again)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WriteBack:
+    written: list[str]  # the vault paths that carry the section after the call, sorted
+    skipped: list[Skipped]
+
+
+async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
     """Append the insight's section to its entities' notes (or `target_note`); also make sure the insight has
-    its own note. Returns the vault paths that carry the section after the call, sorted: the same list on
-    every call, whether this call wrote them or an earlier one did."""
+    its own note. `written`: the vault paths that carry the section after the call, sorted, the same on every
+    call whether this call wrote them or an earlier one did; `skipped`: the entities' notes it could not go
+    into, with why. An entity's note renamed or moved since the graph saw it is found by its id and written
+    there."""
     sync = _require_vault(rt)
     entities = await entity_links(rt, row.entities)
     if target_note is not None:
@@ -43,10 +61,20 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> l
                 f"none of the entities of insight {row.id} has a note in the vault; pass target_note "
                 "(a vault-relative path such as Notes/Ideas.md) to write it there"
             )
-    holding = []
+    owners = {e.path: e.id for e in entities if e.path}
+    holding: list[str] = []
+    skipped: list[Skipped] = []
     for rel in targets:
         try:
-            holding.append(await _append_to(rt, sync, rel, row, entities))
+            try:
+                holding.append(await _append_to(rt, sync, rel, row, entities))
+            except FileNotFoundError:
+                if target_note is not None:
+                    raise
+                moved = await _moved_to(rt, owners[rel])
+                if moved is None:
+                    raise
+                holding.append(await _append_to(rt, sync, moved, row, entities))
         except FileNotFoundError:
             if target_note is not None:
                 raise InsightWriteError(
@@ -54,13 +82,26 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> l
                     "insight into the notes of its entities"
                 ) from None
             log.warning("insight %s: %s is gone from the vault; skipped", row.id, rel)
-        except VaultError as exc:  # malformed, unreadable, kept changing, or a symlink out of the vault
+            skipped.append(Skipped(rel, "the note is gone from the vault (deleted, or in its trash)"))
+        except VaultError as exc:  # malformed, unreadable, kept changing, read-only, or a symlink out
             if target_note is not None:
                 raise InsightWriteError(f"cannot write into {rel}: {exc}") from None
             log.warning("insight %s: not written into %s: %s", row.id, rel, exc)
+            skipped.append(Skipped(rel, str(exc)))
     await record_approval(rt, row)
     await rt.store.write(insights_sql.record_written, row.id, holding)
-    return sorted(set(holding))
+    return WriteBack(sorted(set(holding)), skipped)
+
+
+async def _moved_to(rt: Runtime, node_id: str) -> str | None:
+    """Where the note holding `node_id` is now in the vault (renamed or moved since the graph saw it), synced
+    there; None when it is not in the vault (gone, or in the trash)."""
+    known = await rt.store.file_states()
+    found = await asyncio.to_thread(locate_note, rt.require_sync().root, node_id, known)
+    if found is None or found.in_trash:
+        return None
+    await rt.require_sync().sync_path(found.path)
+    return found.path
 
 
 def _require_vault(rt: Runtime) -> VaultSync:

@@ -270,7 +270,15 @@ class Database:
             return conn
 
         conn = aiosqlite.Connection(connector, iter_chunk_size=64)
-        await conn
+        try:
+            await conn
+        except BaseException:
+            # aiosqlite stops its thread after a failed connect without waiting; wait for it here, so it does
+            # not report to an event loop that a failed start-up has closed by then (a stray traceback).
+            thread = getattr(conn, "_thread", None)
+            if thread is not None:
+                await asyncio.to_thread(thread.join, 5.0)
+            raise
         vec = holder["vec"]
         if not vec.ok:
             log.warning("vector search unavailable: %s", vec.reason)

@@ -52,7 +52,7 @@ def register(mcp: MCPServer) -> None:
     ) -> Annotated[CallToolResult, Forgotten]:
         """Forget an entity when the person asks you to, or says it is no longer true or relevant. The
         default, archive, is reversible: only the `status:` line of its note changes to `archived` and
-        search hides it (set the status back in the note to restore it). Use mode=purge only when the person
+        search hides it (set it back in the note to restore it). Use mode=purge only when the person
         wants it gone from memory, and delete_note=true only when they also want the note deleted."""
         with tool_errors():
             done = await forget(runtime(ctx), name, label, mode, delete_note)

@@ -52,8 +52,14 @@ class Decision(BaseModel):
     message: str = Field("", description="where the decision is recorded in the vault, or that it is queued")
 
 
+class NotWritten(BaseModel):
+    path: str
+    reason: str
+
+
 class Written(BaseModel):
     written: list[str] = Field(description="vault-relative notes that now carry the insight")
+    skipped: list[NotWritten] = Field(default_factory=list, description="notes not written, and why")
 
 
 def register(mcp: MCPServer) -> None:
@@ -111,5 +117,5 @@ def register(mcp: MCPServer) -> None:
         marked section. Only approved insights can be written; writing again changes nothing. Call it when
         the person wants the insight kept in their notes."""
         with tool_errors():
-            paths = await service.write_insight_to_vault(runtime(ctx), insight_id, target_note)
-        return result(Written(written=paths))
+            done = await service.write_insight_to_vault(runtime(ctx), insight_id, target_note)
+        return result(Written.model_validate(done, from_attributes=True))

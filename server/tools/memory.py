@@ -102,10 +102,10 @@ def register(mcp: MCPServer) -> None:
             str | None, Field(description="why a value changed, kept in the history (e.g. 'changed jobs')")
         ] = None,
     ) -> Annotated[CallToolResult, Remembered]:
-        """Remember something durable about an entity (a project, person, decision, problem, technology...)
-        in the person's vault. Call it when the person shares a fact, decision or lesson worth keeping;
-        it merges by label + name, so search first and reuse the existing name. Writes or updates the
-        entity's note and never duplicates it. A changed fact keeps its old value as history; when the
+        """Remember something durable about an entity (project, person, decision, technology...) in the
+        person's vault. Call it when the person shares a fact, decision or lesson worth keeping; it merges
+        by label + name (never duplicates), so search first and reuse the existing name. Writes or updates
+        the entity's note. A changed fact keeps its old value as history; when the
         new value might replace the old or be a second one (a second employer?), the result has a
         clarification: ask the person and call again with resolve."""
         specs = [RelationSpec(r.type, r.target, r.target_label) for r in relations]

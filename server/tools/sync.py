@@ -39,8 +39,7 @@ class VaultSyncResult(BaseModel):
     ids_injected: list[str] = Field(description="notes that got an engrama_id line")
     errors: list[SyncFailure] = Field(description="notes that could not be synced, with what to fix")
     ids_not_written: list[SyncFailure] = Field(
-        default_factory=list,
-        description="notes indexed without an engrama_id line (read-only, or frontmatter that cannot take one)",
+        default_factory=list, description="notes indexed without an id line, and why"
     )
     archive_held_back: int = Field(
         0,
@@ -80,9 +79,8 @@ def register(mcp: MCPServer) -> None:
             ),
         ] = False,
     ) -> Annotated[CallToolResult, VaultSyncResult]:
-        """Reconcile the whole vault (or one folder) with the graph: new notes added, changed ones updated,
-        deleted ones archived. This already happens at start-up and on every edit: call it only when the
-        person asks for a full re-sync. When many notes are missing at once nothing is archived
+        """Reconcile the whole vault (or one folder) with the graph: notes added, updated, archived. This
+        already happens at start-up and on every edit: call it only when the person asks for a full re-sync. When many notes are missing at once nothing is archived
         (archive_held_back); pass confirm_archive=true only after the person confirms they deleted them."""
 
         last: list[tuple[int, int]] = []
