@@ -146,4 +146,6 @@ def test_a_damaged_database_is_one_line_that_says_to_move_it_aside(tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.startswith(f"engrama-vault {command}:")]
-    assert "is damaged" in line and "move it aside or delete it" in line and "rebuilds it from the vault" in line
+    assert (
+        "is damaged" in line and "move it aside or delete it" in line and "rebuilds it from the vault" in line
+    )
