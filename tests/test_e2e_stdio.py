@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,21 @@ def seeded(vault: Path) -> Path:
 def serve_args(vault: Path, db_path: Path) -> list[str]:
     # No embedder, whatever is installed: a spawned server does not see the tests' EMBEDDING_PROVIDER=none.
     return ["serve", "--vault", str(vault), "--db", str(db_path), "--embedding-provider", "none"]
+
+
+@contextlib.asynccontextmanager
+async def synced_session(vault: Path, db_path: Path, tmp_path: Path) -> AsyncIterator[ClientSession]:
+    """A session with the installed server on `vault` over stdio, initialized, once engrama_sync_vault ran;
+    the server's stderr goes to tmp_path/stderr.log."""
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path))
+    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await call(session, "engrama_sync_vault", {})
+            yield session
 
 
 async def call(session: ClientSession, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -302,32 +317,25 @@ async def test_a_database_locked_by_another_program_gives_a_message_that_says_wh
 ) -> None:
     """Found by review: a database browser or backup tool holding the database made every write tool answer
     only "Error executing tool engrama_remember", after changing the note."""
-    params = StdioServerParameters(command=str(COMMAND), args=serve_args(seeded, db_path))
-    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await call(session, "engrama_sync_vault", {})
-            other = sqlite3.connect(db_path, timeout=0)
-            try:
-                other.execute("begin immediate")  # another program's write transaction, held
-                message = await error_of(
-                    session,
-                    "engrama_remember",
-                    {"label": "Project", "name": "Engrama", "observation": "Ships in May."},
-                )
-            finally:
-                other.rollback()
-                other.close()
-            assert "locked by another program" in message and "close that program" in message
-            assert "stays in the vault" in message
-            assert "Ships in May." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
-            done = await call(
+    async with synced_session(seeded, db_path, tmp_path) as session:
+        other = sqlite3.connect(db_path, timeout=0)
+        try:
+            other.execute("begin immediate")  # another program's write transaction, held
+            message = await error_of(
                 session,
                 "engrama_remember",
                 {"label": "Project", "name": "Engrama", "observation": "Ships in May."},
             )
-            assert done["created"] is False
+        finally:
+            other.rollback()
+            other.close()
+        assert "locked by another program" in message and "close that program" in message
+        assert "stays in the vault" in message
+        assert "Ships in May." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
+        done = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Engrama", "observation": "Ships in May."},
+        )
+        assert done["created"] is False
     assert "Ships in May." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")

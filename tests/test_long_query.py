@@ -11,15 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from server.runtime import Runtime, open_runtime
 from server.search import telling
 from server.search.fts_query import MAX_TOKENS, query_tokens, query_word_counts
 from server.search.service import _query_words, search
 from server.settings import Settings
-from tests.test_e2e_stdio import COMMAND, call, error_of, serve_args
+from tests.test_e2e_stdio import COMMAND, call, error_of, synced_session
 
 NOTES = {
     "Garden/Allotment.md": (
@@ -97,18 +95,11 @@ async def test_a_pasted_paragraph_finds_the_note_it_is_about_over_stdio(
     query = paragraph()
     assert len(query) == 5_000 and len(query_word_counts(query)) > MAX_TOKENS
     assert "varroa" not in query_tokens(query)  # the first words of the paragraph are not what it is about
-    params = StdioServerParameters(command=str(COMMAND), args=serve_args(seeded, db_path))
-    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await call(session, "engrama_sync_vault", {})
-            found = await call(session, "engrama_search", {"query": query, "limit": 3})
-            assert "Beekeeping" in [hit["name"] for hit in found["results"]]
-            error = await error_of(session, "engrama_search", {"query": "hive " * 20_001})
-            assert "100,005 characters" in error and "100,000" in error and "keywords" in error
+    async with synced_session(seeded, db_path, tmp_path) as session:
+        found = await call(session, "engrama_search", {"query": query, "limit": 3})
+        assert "Beekeeping" in [hit["name"] for hit in found["results"]]
+        error = await error_of(session, "engrama_search", {"query": "hive " * 20_001})
+        assert "100,005 characters" in error and "100,000" in error and "keywords" in error
 
 
 async def test_the_telling_words_are_what_the_paragraph_repeats_and_the_vault_holds(rt: Runtime) -> None:

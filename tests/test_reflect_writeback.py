@@ -221,4 +221,4 @@ async def test_an_entity_note_renamed_since_gets_the_insight_and_a_deleted_one_i
     assert "<!-- engrama:insight shared_technology/" in (vault / "Projects/Alpha (2024).md").read_text(
         encoding="utf-8"
     )
-    assert [(s.path, "gone from the vault" in s.reason) for s in done.skipped] == [(b.paths["Beta"], True)]
+    assert [(s.path, "gone from the vault" in s.error) for s in done.skipped] == [(b.paths["Beta"], True)]

@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from mcp import Client, ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import Client
 
 from server.app import create_server
 from server.runtime import Runtime, open_runtime
@@ -18,7 +17,7 @@ from server.services.context import context
 from server.services.errors import EntityNotFound, ServiceError
 from server.services.remember import remember
 from server.settings import Settings
-from tests.test_e2e_stdio import COMMAND, call
+from tests.test_e2e_stdio import COMMAND, call, synced_session
 
 ALICE = b"---\r\ntype: Person\r\nname: Alice\r\n# where she works\r\nemployer: Acme   # since 2020\r\ncity: Lyon\r\n---\r\nMet at a conference.\r\n"
 
@@ -207,28 +206,18 @@ async def test_an_obsidian_edit_shows_as_history_in_engrama_context(
     """The real server watching the vault: the person changes `employer:` in the note, the assistant sees
     the new value and the old one in engrama_context."""
     put(vault, "People/Alice.md", ALICE)
-    params = StdioServerParameters(
-        command=str(COMMAND),
-        args=["serve", "--vault", str(vault), "--db", str(db_path), "--embedding-provider", "none"],
-    )
-    with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await call(session, "engrama_sync_vault", {})
-            assert (await call(session, "engrama_context", {"name": "Alice"}))["node"]["properties"][
-                "employer"
-            ] == "Acme"
-            data = (vault / "People/Alice.md").read_bytes()  # now with the engrama_id line
-            (vault / "People/Alice.md").write_bytes(data.replace(b"employer: Acme", b"employer: Globex"))
-            deadline = time.monotonic() + 20
-            while True:
-                seen = await call(session, "engrama_context", {"name": "Alice"})
-                if seen["node"]["properties"]["employer"] == "Globex" or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.1)
+    async with synced_session(vault, db_path, tmp_path) as session:
+        assert (await call(session, "engrama_context", {"name": "Alice"}))["node"]["properties"][
+            "employer"
+        ] == "Acme"
+        data = (vault / "People/Alice.md").read_bytes()  # now with the engrama_id line
+        (vault / "People/Alice.md").write_bytes(data.replace(b"employer: Acme", b"employer: Globex"))
+        deadline = time.monotonic() + 20
+        while True:
+            seen = await call(session, "engrama_context", {"name": "Alice"})
+            if seen["node"]["properties"]["employer"] == "Globex" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
     assert seen["node"]["properties"]["employer"] == "Globex"
     assert [(h["key"], h["value"], h["source"]) for h in seen["history"]] == [("employer", "Acme", "note")]
 

@@ -25,23 +25,16 @@ from vault_sync.insight_section import append_section
 from vault_sync.locate import locate_note
 from vault_sync.paths import classify, resolve_in_vault, to_rel
 from vault_sync.reconcile import VaultSync
+from vault_sync.report import SyncError
 from vault_sync.writer import edit_note
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Skipped:
-    """An entity's note the section could not go into, and why (the person may fix it and write again)."""
-
-    path: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class WriteBack:
     written: list[str]  # the vault paths that carry the section after the call, sorted
-    skipped: list[Skipped]
+    skipped: list[SyncError]  # the entities' notes it could not go into, and why (fix, then write again)
 
 
 async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
@@ -63,7 +56,7 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
             )
     owners = {e.path: e.id for e in entities if e.path}
     holding: list[str] = []
-    skipped: list[Skipped] = []
+    skipped: list[SyncError] = []
     for rel in targets:
         try:
             try:
@@ -82,12 +75,12 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
                     "insight into the notes of its entities"
                 ) from None
             log.warning("insight %s: %s is gone from the vault; skipped", row.id, rel)
-            skipped.append(Skipped(rel, "the note is gone from the vault (deleted, or in its trash)"))
+            skipped.append(SyncError(rel, "the note is gone from the vault (deleted, or in its trash)"))
         except VaultError as exc:  # malformed, unreadable, kept changing, read-only, or a symlink out
             if target_note is not None:
                 raise InsightWriteError(f"cannot write into {rel}: {exc}") from None
             log.warning("insight %s: not written into %s: %s", row.id, rel, exc)
-            skipped.append(Skipped(rel, str(exc)))
+            skipped.append(SyncError(rel, str(exc)))
     await record_approval(rt, row)
     await rt.store.write(insights_sql.record_written, row.id, holding)
     return WriteBack(sorted(set(holding)), skipped)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from server.reflect import service
 from server.tools.common import READ_ONLY, WRITES_IDEMPOTENT, result, runtime, tool_errors
+from server.tools.sync import SyncFailure
 
 
 class InsightSummary(BaseModel):
@@ -52,14 +53,9 @@ class Decision(BaseModel):
     message: str = Field("", description="where the decision is recorded in the vault, or that it is queued")
 
 
-class NotWritten(BaseModel):
-    path: str
-    reason: str
-
-
 class Written(BaseModel):
     written: list[str] = Field(description="vault-relative notes that now carry the insight")
-    skipped: list[NotWritten] = Field(default_factory=list, description="notes not written, and why")
+    skipped: list[SyncFailure] = Field(default_factory=list, description="notes not written, and why")
 
 
 def register(mcp: MCPServer) -> None:
