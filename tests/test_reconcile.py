@@ -323,3 +323,28 @@ async def test_a_note_that_cannot_take_an_id_line_is_indexed_all_the_same_and_le
     again = await sync.sync_vault()  # nothing to do until the note changes: no attempt, no report
     assert (again.unchanged, again.ids_not_written, again.errors) == (1, [], [])
     assert [n.id for n in await store.find_nodes("Journal")] == [node.id]
+
+
+@pytest.mark.parametrize("copy_name", ["Note copy.md", "Aardvark.md"], ids=["copy after", "copy sorts first"])
+async def test_a_copy_and_the_renamed_original_the_original_keeps_its_identity(
+    vault: Path, store: GraphStore, copy_name: str
+) -> None:
+    """Found by review: with the server off, the person duplicated a note, renamed the original and went on
+    editing it. The pass met the copy first (older, or first by name), took it for the note moved, and gave
+    the renamed original, the note the person kept working in, a new id. The original is the same file
+    (inode) the graph read; the copy is another."""
+    sync = engine(vault, store)
+    write(vault, "Note.md", "---\nstatus: draft\n---\nThe plan.\n")
+    node_id = (await sync.sync_path("Note.md")).id
+    _set_mtime(vault / "Note.md", 120)
+    shutil.copy2(vault / "Note.md", vault / copy_name)  # a Finder copy keeps the time
+    os.rename(vault / "Note.md", vault / "Zettel.md")
+    with open(vault / "Zettel.md", "a", encoding="utf-8") as note:  # edited in place since
+        note.write("More of the plan.\n")
+    report = await sync.sync_vault()
+    assert not report.errors and report.ids_injected == [copy_name]
+    assert read_id((vault / "Zettel.md").read_bytes()) == node_id
+    kept = await store.get_node(node_id)
+    assert kept is not None and (kept.path, kept.properties) == ("Zettel.md", {"status": "draft"})
+    copy_id = read_id((vault / copy_name).read_bytes())
+    assert copy_id not in (None, node_id)

@@ -74,6 +74,7 @@ class FileState:
     mtime_ns: int
     checksum: str  # sha256 hex of the bytes
     node_id: str | None
+    ino: int | None = None  # the file's inode number when read: a rename keeps it, a copy has another
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class NodeRef:
     name: str
     path: str | None
     status: str  # "active" | "archived" | "stub"
+    ino: int | None = (
+        None  # the inode number of the file at `path` when the sync last read it (None: unknown)
+    )
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,9 @@ class NoteReader:
             with open(absolute, "rb") as handle:
                 stat = os.fstat(handle.fileno())
                 if not by_content and known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
-                    return NoteRead(rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None))
+                    return NoteRead(
+                        rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None, stat.st_ino)
+                    )
                 if stat.st_size > MAX_NOTE_BYTES:
                     return NoteRead(
                         rel,
@@ -127,7 +129,7 @@ class NoteReader:
             return NoteRead(rel, error="is a folder whose name ends in .md; rename it")
         except (OSError, VaultError) as exc:
             return NoteRead(rel, error=describe(exc))
-        state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None)
+        state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None, stat.st_ino)
         if known is not None and known.checksum == state.checksum:
             return NoteRead(rel, state)
         blank = not data.strip(b" \t\r\n\f\v\xef\xbb\xbf")

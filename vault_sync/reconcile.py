@@ -93,11 +93,28 @@ class _Apply:
 
 class _Later:
     """`_prepare`'s answer for a note that would take over the node of its path (it holds no id, or one the
-    graph has never seen): decided after every other note of the sync, once the notes that carry ids have
-    moved where they went (see `_sync_batches`)."""
+    graph has never seen), or that carries a note's id but is another file than the one the graph read
+    (`_perhaps_a_copy`): decided after every other note of the sync, once the notes that carry ids have moved
+    where they went (see `_sync_batches`)."""
 
 
 _LATER = _Later()
+
+
+def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool:
+    """Whether the file at `rel`, carrying the id of `existing` whose note was elsewhere, may be a copy of that
+    note rather than the note itself moved: it is another file (inode) than the one the graph last read there.
+    Such a note is decided after the others of its sync (`_sync_batches`): when the note was copied and the
+    original renamed, the renamed original (the same file) claims the id first, and the copy gets its own, in
+    whichever order the two are met. Unknown inodes (a database from before they were recorded) decide at
+    once, as before."""
+    return (
+        existing is not None
+        and existing.path not in (None, rel)
+        and existing.ino is not None
+        and ino is not None
+        and ino != existing.ino
+    )
 
 
 def _path_owner(
@@ -311,7 +328,9 @@ class VaultSync:
         decided last, after every note of the sync that carries an id. Where a note was renamed and a new one
         took its old name at once (a `git pull`, a sync client bringing another device's changes), the renamed
         note, which carries the node's id, moves first; the new note then gets a node of its own instead of
-        the renamed one's identity and history, and the renamed one is never mistaken for a copy."""
+        the renamed one's identity and history, and the renamed one is never mistaken for a copy. Likewise a
+        file carrying a note's id that is not the file the graph read (a copy, `_perhaps_a_copy`) waits, so
+        that the original, renamed meanwhile, keeps the id."""
         batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
         outer = self._later if not dry_run else None  # `takeovers_last` decides them at its end
         later: list[NoteRead] = outer if outer is not None else []
@@ -397,7 +416,11 @@ class VaultSync:
             return NoteOutcome(read.path, FAILED, error=read.error)
         assert read.state is not None
         if read.note is None:  # same bytes as recorded
-            if known is not None and not dry_run and known.mtime_ns != read.state.mtime_ns:
+            if (
+                known is not None
+                and not dry_run
+                and (known.mtime_ns, known.ino) != (read.state.mtime_ns, read.state.ino)
+            ):
                 await self.graph.record_file_state(replace(read.state, node_id=known.node_id))
             return NoteOutcome(read.path, UNCHANGED, id=known.node_id if known else None)
         note, state, chunks, injected = read.note, read.state, read.chunks, read.injected
@@ -405,6 +428,8 @@ class VaultSync:
         if not injected and node_id is not None:
             if await self._another_spelling(read.path, refs.get(node_id)):
                 return NoteOutcome(read.path, IGNORED, id=node_id)
+            if postpone and _perhaps_a_copy(refs.get(node_id), read.path, state.ino):
+                return _LATER
             if node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
                 node_id = None  # a copy of another note: it gets an id of its own
             elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):

@@ -350,7 +350,12 @@ def _require_note_path(rel: str) -> None:
 
 def _file_state(rel: str, data: bytes, st: os.stat_result) -> FileState:
     return FileState(
-        path=rel, size=st.st_size, mtime_ns=st.st_mtime_ns, checksum=sha256_hex(data), node_id=None
+        path=rel,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        checksum=sha256_hex(data),
+        node_id=None,
+        ino=st.st_ino,
     )
 
 

@@ -381,6 +381,12 @@ M010_NOTE_ROWS_EXACT = """
 # brings the rows written before up to that and re-resolves the links it changes. No statement of its own.
 M011_COMPOSED_NAMES = """
 """
+# Each file's inode number, as read (`FileState.ino`): a rename keeps it, a copy gets another, so of two files
+# carrying one note's id after the note was copied and the original renamed, the renamed one keeps the id
+# (vault_sync.reconcile). Null until a file is next read.
+M012_FILE_INODES = """
+        alter table files add column ino integer;
+"""
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -393,6 +399,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (9, "m009_passages_once", M009_PASSAGES_ONCE),
     (10, "m010_note_rows_exact", M010_NOTE_ROWS_EXACT),
     (11, "m011_composed_names", M011_COMPOSED_NAMES),
+    (12, "m012_file_inodes", M012_FILE_INODES),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {

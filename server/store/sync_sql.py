@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from server.store import history_sql, passages_sql, search_sql
@@ -21,12 +22,15 @@ SUPERSEDED_FACTOR = 0.5  # a node whose `valid_to` is set keeps half the confide
 
 
 def row_to_ref(row: Any) -> NodeRef:
-    return NodeRef(id=row["id"], label=row["label"], name=row["name"], path=row["path"], status=row["status"])
+    ino = row["ino"] if "ino" in row.keys() else None  # noqa: SIM118 - `in` on a Row tests its values
+    return NodeRef(
+        id=row["id"], label=row["label"], name=row["name"], path=row["path"], status=row["status"], ino=ino
+    )
 
 
 def file_states(conn: Any, paths: Sequence[str] | None = None) -> dict[str, FileState]:
     """Every recorded file, or those of `paths` (a few looked up, not the whole table read)."""
-    sql = "select path, size, mtime_ns, checksum, node_id from files"
+    sql = "select path, size, mtime_ns, checksum, node_id, ino from files"
     if paths is None:
         rows = conn.execute(sql).fetchall()
     else:
@@ -35,9 +39,11 @@ def file_states(conn: Any, paths: Sequence[str] | None = None) -> dict[str, File
         for start in range(0, len(wanted), 500):
             part = wanted[start : start + 500]
             rows += conn.execute(f"{sql} where path in ({','.join('?' * len(part))})", part).fetchall()
-    return {
-        r["path"]: FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"]) for r in rows
-    }
+    return {r["path"]: _file_row(r) for r in rows}
+
+
+def _file_row(r: Any) -> FileState:
+    return FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"], r["ino"])
 
 
 def knows_files(conn: Any) -> bool:
@@ -47,17 +53,17 @@ def knows_files(conn: Any) -> bool:
 
 def file_state(conn: Any, path: str) -> FileState | None:
     r = conn.execute(
-        "select path, size, mtime_ns, checksum, node_id from files where path = ?", (path,)
+        "select path, size, mtime_ns, checksum, node_id, ino from files where path = ?", (path,)
     ).fetchone()
-    return None if r is None else FileState(r["path"], r["size"], r["mtime_ns"], r["checksum"], r["node_id"])
+    return None if r is None else _file_row(r)
 
 
 def record_file_state(conn: Any, state: FileState) -> None:
     conn.execute(
-        "insert into files (path, size, mtime_ns, checksum, node_id) values (?, ?, ?, ?, ?) "
+        "insert into files (path, size, mtime_ns, checksum, node_id, ino) values (?, ?, ?, ?, ?, ?) "
         "on conflict(path) do update set size = excluded.size, mtime_ns = excluded.mtime_ns, "
-        "checksum = excluded.checksum, node_id = excluded.node_id",
-        (state.path, state.size, state.mtime_ns, state.checksum, state.node_id),
+        "checksum = excluded.checksum, node_id = excluded.node_id, ino = excluded.ino",
+        (state.path, state.size, state.mtime_ns, state.checksum, state.node_id, state.ino),
     )
 
 
@@ -67,7 +73,9 @@ def nodes_by_ids(conn: Any, node_ids: Sequence[str]) -> dict[str, NodeRef]:
     for start in range(0, len(unique), 500):  # stay under SQLite's host-parameter limit
         part = unique[start : start + 500]
         rows = conn.execute(
-            f"select id, label, name, path, status from nodes where id in ({','.join('?' * len(part))})", part
+            "select n.id, n.label, n.name, n.path, n.status, f.ino from nodes n "
+            f"left join files f on f.path = n.path where n.id in ({','.join('?' * len(part))})",
+            part,
         ).fetchall()
         found.update((row["id"], row_to_ref(row)) for row in rows)
     return found
@@ -461,7 +469,7 @@ def _apply_one(
     # graph alone (a second client's queued write) is found by its name once its note arrives.
     if passages_changed or existing is None or not existing["has_row"] or existing["name"] != note.name:
         changed.add(node_id)
-    record_file_state(conn, FileState(note.path, state.size, state.mtime_ns, state.checksum, node_id))
+    record_file_state(conn, replace(state, path=note.path, node_id=node_id))
     return existing is None or existing["status"] == "stub"
 
 
