@@ -9,6 +9,8 @@ import logging
 import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -24,6 +26,7 @@ from server.runtime import Runtime, open_runtime
 from server.search.service import search
 from server.settings import Settings
 from server.status import build_status
+from server.store import database
 from vault_sync import watch
 from vault_sync.debounce import LiveReconciler
 
@@ -450,3 +453,42 @@ async def _status_is(rt: Runtime, path: str, status: str) -> bool:
 
 async def _count_active(rt: Runtime, expected: int) -> bool:
     return len(await active_note_nodes(rt)) == expected
+
+
+async def test_a_database_locked_while_a_moment_is_decided_never_stops_live_sync(
+    vault: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: the notes a watcher moment decides last were settled outside the reconcile's error
+    handling, so a database another program held at that instant ended the live reconcile task for good: the
+    status still said watching, and no later edit reached the graph."""
+    monkeypatch.setattr(database, "BUSY_TIMEOUT_MS", 200)  # production waits 10 s for a lock
+    async with (
+        open_runtime(Settings(vault=vault, db_path=db_path)) as rt,
+        live_sync(rt, quiet=0.05) as live,
+    ):
+        await live.wait_idle()
+        node_id = await new_note(rt, vault, "Ideas.md", "# Ideas\ntomatoes\n")
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], timeout=0); "
+                "c.execute('begin immediate'); print('locked', flush=True); time.sleep(1.5); c.rollback()",
+                str(db_path),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            # Its id line taken out: the note would take over its path's node, decided at the moment's end.
+            (vault / "Ideas.md").write_text("# Ideas\ntomatoes and basil\n", encoding="utf-8")
+            await asyncio.sleep(0.8)
+        finally:
+            holder.wait(timeout=10)
+        assert live.reconciler is not None and live.reconciler._task is not None
+        assert not live.reconciler._task.done()
+        (vault / "Later.md").write_text("# Later\nwritten after the lock\n", encoding="utf-8")
+        await eventually(lambda: node_at(rt, "Later.md"), timeout=10, what="a later note in the graph")
+        await eventually(lambda: id_lines(vault / "Ideas.md") == [node_id], timeout=10, what="the id back")
+        assert "basil" in (vault / "Ideas.md").read_text(encoding="utf-8")

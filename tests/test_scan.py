@@ -45,7 +45,7 @@ def test_scan_finds_nested_notes_with_size_and_mtime(vault: Path) -> None:
     result = scan_vault(vault)
     assert paths(result) == ["Inbox.md", "Projects/Deep/Deeper/Plan.MD", "Projects/Engrama.md"]
     st = (vault / "Projects" / "Engrama.md").stat()
-    assert StatEntry("Projects/Engrama.md", st.st_size, st.st_mtime_ns) in result.notes
+    assert StatEntry("Projects/Engrama.md", st.st_size, st.st_mtime_ns, st.st_ino) in result.notes
     assert result.errors == ()
 
 

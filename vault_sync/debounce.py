@@ -25,7 +25,7 @@ from typing import Generic, TypeVar
 
 from vault_sync.errors import VaultError
 from vault_sync.paths import classify
-from vault_sync.reconcile import VaultSync
+from vault_sync.reconcile import Later, VaultSync
 from vault_sync.report import ARCHIVED, CREATED, NoteOutcome, SyncReport
 from vault_sync.scan import Presence, presence
 from vault_sync.watch import FOLDER, NOTE, Change, VaultWatcher
@@ -48,6 +48,7 @@ RESCAN_EVERY = 900.0
 # vault is walked instead, as often as a walk costs at most POLL_SHARE of one core and at most every POLL_MIN
 # seconds: edits reach the graph within seconds rather than at the next safety rescan.
 POLL_MIN = 5.0
+POLL_MAX = 60.0
 POLL_SHARE = 0.05
 
 
@@ -205,7 +206,7 @@ class LiveReconciler:
         watching, or when no watcher was asked for: `--no-watch` keeps to the periodic rescan)."""
         if not self._refused or self.watching:
             return None
-        return max(self.poll_min, self._pass_seconds / POLL_SHARE)
+        return min(max(self.poll_min, self._pass_seconds / POLL_SHARE), max(self.poll_min, POLL_MAX))
 
     def _pass_ended_at(self) -> float:
         return self._pass_ended if self._pass_ended is not None else self._last_pass
@@ -309,18 +310,27 @@ class LiveReconciler:
                 await self._reconcile(settled)
 
     async def _reconcile(self, changes: list[Change]) -> None:
-        """Reconcile the changes of one settled moment; the notes that would take over their path's node are
-        decided last (`VaultSync.takeovers_last`): a note renamed into a new folder while a new note took its
-        old name reaches the graph as a folder change and a note change, and the renamed note must keep its
-        identity whichever comes first."""
-        async with self.sync.takeovers_last() as decided_last:
-            await self._reconcile_each(_coalesce(changes))
-        self._saw(decided_last)
+        """Reconcile the changes of one settled moment. The notes that would take over their path's node (or
+        may be copies) are decided last (`VaultSync.settle_later`): a note renamed into a new folder while a
+        new note took its old name reaches the graph as a folder change and a note change, and the renamed
+        note must keep its identity whichever comes first."""
+        later: Later = {}
+        await self._reconcile_each(_coalesce(changes), later)
+        if later:
+            await self._guarded(self._settle_later(later), f"{len(later)} notes decided last")
 
-    async def _reconcile_each(self, changes: list[Change]) -> None:
+    async def _settle_later(self, later: Later) -> None:
+        paths = list(later)
+        try:
+            self._saw(await self.sync.settle_later(later))
+        except BaseException:
+            self.changed([(NOTE, rel) for rel in paths])  # decided with the next moment's changes instead
+            raise
+
+    async def _reconcile_each(self, changes: list[Change], later: Later) -> None:
         notes = [rel for kind, rel in changes if kind == NOTE and classify(rel) == "note"]
         if len(notes) >= BURST:  # read and applied in batches, as a full pass does, not one transaction each
-            await self._guarded(self._sync_notes(notes), f"{len(notes)} notes")
+            await self._guarded(self._sync_notes(notes, later), f"{len(notes)} notes")
             self._on_update()
             batched = set(notes)
             changes = [(kind, rel) for kind, rel in changes if kind != NOTE or rel not in batched]
@@ -328,24 +338,24 @@ class LiveReconciler:
             if self._pass_wanted:
                 return  # a full pass was requested meanwhile and will cover the rest
             if kind == NOTE:
-                await self._guarded(self._sync_note(rel), rel)
+                await self._guarded(self._sync_note(rel, later), rel)
             else:
-                await self._guarded(self._sync_folder(rel), f"folder {rel}")
+                await self._guarded(self._sync_folder(rel, later), f"folder {rel}")
             self._on_update()
 
-    async def _sync_notes(self, rels: list[str]) -> None:
-        report = await self.sync.sync_paths(rels)
+    async def _sync_notes(self, rels: list[str], later: Later) -> None:
+        report = await self.sync.sync_paths(rels, later=later)
         self._saw(report)
         log.debug("%d notes reconciled together: %d errors", len(rels), len(report.errors))
 
-    async def _sync_note(self, rel: str) -> None:
-        outcome = await self.sync.sync_path(rel)
+    async def _sync_note(self, rel: str, later: Later) -> None:
+        outcome = await self.sync.sync_path(rel, later=later)
         self._saw(outcome)
         log.debug("%s: %s", rel, outcome.action)
         if classify(rel) == "conflict":  # listed for the person while it is there (engrama_status)
             await self.sync.note_conflict_copy(rel)
 
-    async def _sync_folder(self, rel: str) -> None:
+    async def _sync_folder(self, rel: str, later: Later) -> None:
         """Reconcile everything under a folder that appeared, vanished, or was renamed.
 
         Only a folder that is really gone archives the notes the graph knew in it (each one checked again by
@@ -354,7 +364,7 @@ class LiveReconciler:
         seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
         if seen.state == "there":
             try:
-                self._saw(await self.sync.sync_vault(folder=rel))
+                self._saw(await self.sync.sync_vault(folder=rel, later=later))
                 return
             except VaultError as exc:  # gone again since the look, or it cannot be listed after all
                 seen = await asyncio.to_thread(presence, self.sync.root, rel, folder=True)
@@ -365,7 +375,7 @@ class LiveReconciler:
             return
         known = await self.sync.graph.file_states()
         for path in sorted(p for p in known if _under(rel, p)):
-            self._saw(await self.sync.sync_path(path))
+            self._saw(await self.sync.sync_path(path, later=later))
 
     async def _full_pass(self) -> None:
         self._last_pass = time.monotonic()
@@ -378,10 +388,11 @@ class LiveReconciler:
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
             self._pass_ended = time.monotonic()
-            self._pass_seconds = self._pass_ended - self._last_pass
         self._saw(report)
         self.full_passes += 1
         changed = report.created + report.updated + report.archived
+        if not changed:  # a walk that found nothing: what polling costs (applying changes is not polling's)
+            self._pass_seconds = self._pass_ended - self._last_pass
         log.log(
             logging.INFO if changed or report.errors or self.polling is None else logging.DEBUG,
             "vault reconciled: %d notes scanned, %d changed, %d errors",

@@ -9,6 +9,10 @@ class MalformedNote(VaultError):
     """A note whose frontmatter cannot be parsed; it is reported and left alone."""
 
 
+class IdLineRefused(MalformedNote):
+    """A note that parses but whose frontmatter cannot take an `engrama_id:` line (JSON, a one-line mapping)."""
+
+
 class UnreadableNote(VaultError):
     """A note that cannot be read as UTF-8 text (binary, bad encoding, permission, too large)."""
 

@@ -13,7 +13,7 @@ import time
 import uuid
 
 from vault_sync.began import moment_ms
-from vault_sync.errors import MalformedNote
+from vault_sync.errors import IdLineRefused, MalformedNote
 from vault_sync.frontmatter import decode_note, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
     mapping_indent,
@@ -68,7 +68,7 @@ def insert_id(data: bytes, new_id: str) -> bytes:
     expected = {**old, ID_KEY: new_id}
     if span is None:
         edited = prepend_block(data, _id_entry(new_id))
-        return verify(edited, expected, "adding engrama_id")
+        return _verified(edited, expected, "adding engrama_id")
     current = old.get(ID_KEY)
     if current is not None and str(current).strip():
         raise MalformedNote(f"the note already has engrama_id {current!r}; it was left alone")
@@ -79,7 +79,7 @@ def insert_id(data: bytes, new_id: str) -> bytes:
         edited = splice(data, span, text, entry.start, entry.end, line)
     else:
         edited = data[: span.close_start] + line.encode("utf-8") + data[span.close_start :]
-    return verify(edited, expected, "adding engrama_id")
+    return _verified(edited, expected, "adding engrama_id")
 
 
 def read_id(data: bytes) -> str | None:
@@ -105,4 +105,12 @@ def set_id(data: bytes, new_id: str) -> bytes:
     entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
     line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
     edited = splice(data, span, text, entry.start, entry.end, line)
-    return verify(edited, {**old, ID_KEY: new_id}, "replacing engrama_id")
+    return _verified(edited, {**old, ID_KEY: new_id}, "replacing engrama_id")
+
+
+def _verified(edited: bytes, expected: dict, what: str) -> bytes:
+    """`verify`, whose refusal here means the note's frontmatter cannot take the id line (`IdLineRefused`)."""
+    try:
+        return verify(edited, expected, what)
+    except MalformedNote as exc:
+        raise IdLineRefused(str(exc)) from None

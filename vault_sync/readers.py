@@ -17,7 +17,7 @@ from vault_sync import identify
 from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
-from vault_sync.errors import MalformedNote, NoteReadOnly, VaultError
+from vault_sync.errors import IdLineRefused, NoteReadOnly, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
@@ -44,6 +44,7 @@ class NoteRead:
     chunks: tuple[Chunk, ...] = ()
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
+    id_not_written: str | None = None  # the id line could not be written into it (read-only, JSON...): why
 
     def quiet_for(self, now_ns: int | None = None) -> float:
         """Seconds since the file's content last changed: its mtime, which an editor saving (in place or by
@@ -182,10 +183,10 @@ class NoteReader:
         try:
             began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
             note, state, chunks = self.write_id(read, identify.new_engrama_id(began))
-        except (NoteBusy, MalformedNote, NoteReadOnly):
-            # Being saved right now, or it cannot take the line (read-only, a layout such as JSON): the
-            # reconcile indexes it all the same, and says why the line is not there
-            return read
+        except NoteBusy:
+            return read  # being saved right now: the reconcile indexes it and writes its line once quiet
+        except (IdLineRefused, NoteReadOnly) as exc:  # indexed all the same (reconcile), saying why
+            return replace(read, id_not_written=describe(exc))
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))
         return replace(read, note=note, state=state, chunks=chunks, injected=True)

@@ -14,14 +14,14 @@ import functools
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Container, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vault_sync import identify
 from vault_sync.attention import load_attention, save_attention
-from vault_sync.errors import MalformedNote, NoteReadOnly, VaultError
+from vault_sync.errors import IdLineRefused, NoteReadOnly, VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
@@ -93,21 +93,23 @@ class _Apply:
 
 class _Later:
     """`_prepare`'s answer for a note that would take over the node of its path (it holds no id, or one the
-    graph has never seen), or that carries a note's id but is another file than the one the graph read
-    (`_perhaps_a_copy`): decided after every other note of the sync, once the notes that carry ids have moved
-    where they went (see `_sync_batches`)."""
+    graph has never seen), or, outside a walk of the whole vault, that carries a note's id but is another file
+    than the one the graph read (`_perhaps_a_copy`): decided after every other note of the sync, once the notes
+    that carry ids have moved where they went (see `_sync_batches`)."""
 
 
 _LATER = _Later()
+# The paths of the notes postponed by `_prepare` (`_LATER`), in the order met, each once (a dict as ordered set).
+Later = dict[str, None]
 
 
 def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool:
     """Whether the file at `rel`, carrying the id of `existing` whose note was elsewhere, may be a copy of that
     note rather than the note itself moved: it is another file (inode) than the one the graph last read there.
-    Such a note is decided after the others of its sync (`_sync_batches`): when the note was copied and the
-    original renamed, the renamed original (the same file) claims the id first, and the copy gets its own, in
-    whichever order the two are met. Unknown inodes (a database from before they were recorded) decide at
-    once, as before."""
+    When the note was copied and the original renamed, the renamed original (the same file) keeps the id and
+    the copy gets its own, in whichever order the two are met: a walk of the whole vault knows where each inode
+    is (`_original_elsewhere`); other syncs decide such a note after the others (`_sync_batches`). Unknown
+    inodes (a database from before they were recorded) decide at once, as before."""
     return (
         existing is not None
         and existing.path not in (None, rel)
@@ -153,9 +155,10 @@ class VaultSync:
         self.deferred: dict[str, float] = {}
         self.on_defer: Callable[[str, float], None] | None = None
         self._lock = asyncio.Lock()  # one reconcile at a time: the watcher and tools share this engine
-        self._later: list[NoteRead] | None = None  # while `takeovers_last` runs: the notes decided at its end
+        # During a walk of the whole vault (`sync_vault`, under the lock): inode -> path of each note found.
+        self._pass_inodes: Mapping[int, str] | None = None
         # Paths whose note would take over its path's node: when that was first seen, and the checksum then
-        # (`_takeover_settled`).
+        # (`_takeover_wait`).
         self._takeovers: dict[str, tuple[float, str]] = {}
 
     @property
@@ -169,50 +172,47 @@ class VaultSync:
 
     # --- public entry points -------------------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def takeovers_last(self) -> AsyncIterator[SyncReport]:
-        """Within the block, the notes that would take over the node of their path (they hold no id, or one
-        the graph has never seen) wait until the block ends: the syncs inside it may each see only part of a
-        change (the watcher's events of one moment: a renamed note in a new folder and a new note under its
-        old name, say), and every note carrying an id must find its node first (see `_sync_batches`). The
-        report yielded is filled in at the end with what was decided then."""
-        if self._later is not None:  # nested: the outer block decides
-            yield SyncReport()
-            return
-        self._later = []
+    async def settle_later(self, later: Later) -> SyncReport:
+        """Decide the notes that syncs given `later` postponed (the watcher's events of one moment: a renamed
+        note in a new folder and a new note under its old name reach it as separate syncs), once every note
+        carrying an id has found its node (see `_sync_batches`). They are read again now: what is decided is
+        the note as it is, and nothing but their paths was kept meanwhile."""
         report = SyncReport()
-        try:
-            yield report
-        finally:
-            later, self._later = self._later, None
-            if later:
-                async with self._lock:
-                    await self._settle_later(later, report)
+        paths = list(later)
+        later.clear()
+        if paths:
+            async with self._lock:
+                await self._decide_later(paths, report, dry_run=False)
+        return report
 
-    async def _settle_later(self, later: Sequence[NoteRead], report: SyncReport) -> None:
-        """Decide the postponed notes, as the graph stands now (the moves before them applied)."""
-        known = await self.graph.file_states([read.path for read in later])
-        for start in range(0, len(later), BATCH):
-            for outcome in await self._settle_batch(later[start : start + BATCH], known, False):
+    async def _decide_later(self, paths: Sequence[str], report: SyncReport, *, dry_run: bool) -> None:
+        known = await self.graph.file_states(paths)
+        for start in range(0, len(paths), BATCH):
+            part = paths[start : start + BATCH]
+            reads = await self._read_in_thread(part, known, dry_run, by_content=True)
+            for outcome in await self._settle_batch(reads, known, dry_run):
                 report.add(outcome)
 
-    async def sync_path(self, rel: str, *, dry_run: bool = False) -> NoteOutcome:
-        """Reconcile one vault-relative path (created, changed, or gone)."""
+    async def sync_path(self, rel: str, *, dry_run: bool = False, later: Later | None = None) -> NoteOutcome:
+        """Reconcile one vault-relative path (created, changed, or gone). With `later`, a note that would take
+        over its path's node (or may be a copy) is put there for `settle_later`, and the outcome says
+        "unchanged" for now."""
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
         async with self._lock:
             known = await self.graph.file_state(rel)
-            if classify(rel) != "note" or links_to_note(self.root, self.root / rel):
+            if not self._note_of_its_own(rel):
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
             reads = await self._read_in_thread([rel], {rel: known} if known else {}, dry_run, by_content=True)
-            later = None if dry_run else self._later
-            outcomes = await self._settle_batch(reads, {rel: known} if known else {}, dry_run, later)
+            outcomes = await self._settle_batch(
+                reads, {rel: known} if known else {}, dry_run, None if dry_run else later
+            )
             return (
                 outcomes[0] if outcomes else NoteOutcome(rel, UNCHANGED, id=known.node_id if known else None)
             )
 
-    async def sync_paths(self, rels: Sequence[str]) -> SyncReport:
+    async def sync_paths(self, rels: Sequence[str], *, later: Later | None = None) -> SyncReport:
         """Reconcile many note paths at once, read and applied in batches like a full pass (the watcher's
         bursts: many notes changed together, or many notes owed their id line settling at the same moment).
 
@@ -228,14 +228,15 @@ class VaultSync:
                 if rel not in todo and rel in known:
                     report.add(await self._archive(rel, False))
             read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
-            await self._sync_batches(todo, known, False, read, report, None, len(todo))
+            await self._sync_batches(todo, known, False, read, report, None, len(todo), later)
         return report
 
     def _notes_of_their_own(self, rels: Sequence[str]) -> list[str]:
-        """The paths of `rels` that name a note of their own (not a link to another note of the vault)."""
-        return [
-            rel for rel in rels if classify(rel) == "note" and not links_to_note(self.root, self.root / rel)
-        ]
+        return [rel for rel in rels if self._note_of_its_own(rel)]
+
+    def _note_of_its_own(self, rel: str) -> bool:
+        """Whether `rel` names a note of its own (not a link to another note of the vault, nor a non-note)."""
+        return classify(rel) == "note" and not links_to_note(self.root, self.root / rel)
 
     async def sync_vault(
         self,
@@ -245,8 +246,10 @@ class VaultSync:
         progress: Progress | None = None,
         confirm_archive: bool = False,
         reported: Container[str] = (),
+        later: Later | None = None,
     ) -> SyncReport:
-        """Reconcile every note under `folder` (the whole vault by default); gone notes are archived.
+        """Reconcile every note under `folder` (the whole vault by default); gone notes are archived. With
+        `later`, the notes postponed to the end of the pass go there instead (for `settle_later`).
 
         When a large share of the vault is gone at once (`HOLD_BACK_SHARE`, `HOLD_BACK_MIN`) nothing is
         archived unless `confirm_archive`: the report says how many were held back and how to confirm. Notes
@@ -266,9 +269,16 @@ class VaultSync:
             report.scanned = len(entries)
             todo = [e.rel_path for e in entries if not same_stat(known.get(e.rel_path), e.size, e.mtime_ns)]
             report.unchanged += len(entries) - len(todo)
-            async with AsyncExitStack() as stack:
-                read = await self._choose_reader(stack, len(todo))
-                await self._sync_batches(todo, known, dry_run, read, report, progress, len(entries))
+            if not folder:
+                self._pass_inodes = {e.ino: e.rel_path for e in entries if e.ino}
+            try:
+                async with AsyncExitStack() as stack:
+                    read = await self._choose_reader(stack, len(todo))
+                    await self._sync_batches(
+                        todo, known, dry_run, read, report, progress, len(entries), later
+                    )
+            finally:
+                self._pass_inodes = None
             present = {e.rel_path for e in entries}
             # Not under an unreadable folder, not a cloud placeholder, not outside the scanned folder.
             gone = [path for path in sorted(set(known) - present) if scan.covers(path)]
@@ -321,6 +331,7 @@ class VaultSync:
         report: SyncReport,
         progress: Progress | None,
         total: int,
+        outer: Later | None = None,
     ) -> None:
         """Read and apply `todo` in batches, pipelined: the next batch is read while this one is applied.
 
@@ -328,12 +339,15 @@ class VaultSync:
         decided last, after every note of the sync that carries an id. Where a note was renamed and a new one
         took its old name at once (a `git pull`, a sync client bringing another device's changes), the renamed
         note, which carries the node's id, moves first; the new note then gets a node of its own instead of
-        the renamed one's identity and history, and the renamed one is never mistaken for a copy. Likewise a
-        file carrying a note's id that is not the file the graph read (a copy, `_perhaps_a_copy`) waits, so
-        that the original, renamed meanwhile, keeps the id."""
+        the renamed one's identity and history, and the renamed one is never mistaken for a copy. Likewise,
+        outside a walk of the whole vault, a file carrying a note's id that is not the file the graph read (a
+        copy, `_perhaps_a_copy`) waits, so that the original, renamed meanwhile, keeps the id. Only the paths
+        wait; the notes are read again when decided (`_decide_later`)."""
         batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
-        outer = self._later if not dry_run else None  # `takeovers_last` decides them at its end
-        later: list[NoteRead] = outer if outer is not None else []
+        outer = (
+            None if dry_run else outer
+        )  # given: the caller decides them (`settle_later`), after more syncs
+        later: Later = outer if outer is not None else {}
         pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
         try:
             for index, batch in enumerate(batches):
@@ -351,10 +365,8 @@ class VaultSync:
                 for outcome in await self._settle_batch(reads, known, dry_run, later):
                     report.add(outcome)
                 await _report(progress, report.unchanged + sum(len(b) for b in batches[: index + 1]), total)
-            if outer is None:
-                for start in range(0, len(later), BATCH):
-                    for outcome in await self._settle_batch(later[start : start + BATCH], known, dry_run):
-                        report.add(outcome)
+            if outer is None and later:
+                await self._decide_later(list(later), report, dry_run=dry_run)
         finally:
             if pending is not None:
                 # The apply failed or the sync was cancelled: nobody will use this read, but it may be writing
@@ -369,7 +381,7 @@ class VaultSync:
         reads: Sequence[NoteRead],
         known: Mapping[str, FileState],
         dry_run: bool,
-        later: list[NoteRead] | None = None,
+        later: Later | None = None,
     ) -> list[NoteOutcome]:
         """Settle ids for a batch of read notes, then apply them to the graph in one transaction. With `later`,
         the notes that would take over their path's node are put there instead (`_sync_batches`)."""
@@ -388,7 +400,7 @@ class VaultSync:
             )
             if isinstance(prepared, _Later):
                 assert later is not None
-                later.append(read)
+                later[read.path] = None  # its path only: it is read again when decided
             else:
                 outcomes.append(prepared)
         applies = [o for o in outcomes if isinstance(o, _Apply)]
@@ -428,9 +440,13 @@ class VaultSync:
         if not injected and node_id is not None:
             if await self._another_spelling(read.path, refs.get(node_id)):
                 return NoteOutcome(read.path, IGNORED, id=node_id)
-            if postpone and _perhaps_a_copy(refs.get(node_id), read.path, state.ino):
-                return _LATER
-            if node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
+            copy = False
+            if _perhaps_a_copy(refs.get(node_id), read.path, state.ino):
+                if self._pass_inodes is not None:  # a walk of the whole vault: the original's file is known
+                    copy = await self._original_elsewhere(refs.get(node_id), read.path)
+                elif postpone:
+                    return _LATER
+            if copy or node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
                 node_id = None  # a copy of another note: it gets an id of its own
             elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):
                 # The file at a path we know now carries an id the graph has never seen: another device (or
@@ -465,20 +481,22 @@ class VaultSync:
                 )
             node_id = owner or identify.new_engrama_id(note.file_began)  # stamped with when it began
             busy = False
-            takeover = self._takeover_wait(read, owner) if self.writable else 0.0
-            if self.writable and read.may_take_id(self.settle) and takeover <= 0:
+            takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0
+            not_written = read.id_not_written  # the reader tried already
+            if self.writable and not_written is None and read.may_take_id(self.settle) and takeover <= 0:
                 try:
                     note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)
                     injected = True
                 except NoteBusy:
                     busy = True  # a save began since the read: index it now, write the line once quiet
-                except (MalformedNote, NoteReadOnly) as exc:
+                except (IdLineRefused, NoteReadOnly) as exc:
                     # It parses, but cannot take the line (read-only, or a layout such as JSON): indexed all the
                     # same, its id kept in the database only; tried again when the note changes.
                     not_written = describe(exc)
-                    log.warning("%s: indexed without an engrama_id line: %s", read.path, not_written)
                 except (OSError, VaultError) as exc:
                     return NoteOutcome(read.path, FAILED, error=describe(exc))
+            if not_written is not None:
+                log.warning("%s: indexed without an engrama_id line: %s", read.path, not_written)
             if not injected and not_written is None:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
@@ -493,7 +511,7 @@ class VaultSync:
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
         return _Apply(update, injected, moved_from, owed, not_written)
 
-    def _takeover_wait(self, read: NoteRead, owner: str | None) -> float:
+    def _takeover_wait(self, read: NoteRead, owner: str | None, known: FileState | None) -> float:
         """Seconds to wait before the id of the node at this path (`owner`) is written into the id-less note now
         there (0: now).
 
@@ -503,8 +521,8 @@ class VaultSync:
         a moment later, from another folder. Written at once, the id would give the new note the renamed one's
         identity and make the renamed one look like a copy; waiting lets the renamed note claim its node
         first (this note then gets an id of its own)."""
-        if owner is None or read.state is None:
-            return 0.0
+        if owner is None or read.state is None or (known is not None and known.checksum == OWED_ID):
+            return 0.0  # no note to take over, or the node is this note's own, its id not written yet
         now, checksum = time.monotonic(), read.state.checksum
         since, seen = self._takeovers.get(read.path, (now, checksum))
         if seen != checksum:
@@ -536,9 +554,27 @@ class VaultSync:
                 return
             await asyncio.sleep(max(due - time.monotonic(), 0.0))
             ready = [p for p, at in self.deferred.items() if at <= time.monotonic()]
-            written = set((await self.sync_paths(ready)).ids_injected)  # in batches, like the pass itself
-            report.ids_owed = [p for p in report.ids_owed if p not in written]
+            settled = await self.sync_paths(ready)  # in batches, like the pass itself
+            written = set(settled.ids_injected)
+            refused = [e for e in settled.ids_not_written if e.path in ready]
+            done = written | {e.path for e in refused}
+            report.ids_owed = [p for p in report.ids_owed if p not in done]
             report.ids_injected += [p for p in ready if p in written]
+            report.ids_not_written += refused
+
+    async def _original_elsewhere(self, existing: NodeRef | None, rel: str) -> bool:
+        """Whether the file the graph last read for `existing` (its inode, found by this pass's walk) is at
+        another path than `rel` and still carries its id: the note renamed, and `rel` a copy of it."""
+        other = (
+            self._pass_inodes.get(existing.ino) if existing and existing.ino and self._pass_inodes else None
+        )
+        if other is None or other == rel or existing is None:
+            return False
+        try:
+            data = await asyncio.to_thread(resolve_in_vault(self.root, other).read_bytes)
+        except (OSError, VaultError):
+            return False
+        return identify.read_id(data) == existing.id
 
     async def _another_spelling(self, rel: str, existing: NodeRef | None) -> bool:
         """Whether `rel` only opens the note recorded at `existing.path` under a spelling the vault does not list

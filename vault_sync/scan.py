@@ -59,6 +59,7 @@ class StatEntry:
     rel_path: str  # vault-relative, POSIX separators
     size: int
     mtime_ns: int
+    ino: int = 0  # its inode number (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,7 @@ class _Walk:
         if stat.S_ISREG(st.st_mode) and not_on_disk(st):
             self.placeholders.append(rel)
         elif stat.S_ISREG(st.st_mode):
-            self.notes.append(StatEntry(rel, st.st_size, st.st_mtime_ns))
+            self.notes.append(StatEntry(rel, st.st_size, st.st_mtime_ns, st.st_ino))
         else:
             self.errors.append((rel, "not a regular file (a pipe, socket or device); rename or remove it"))
 

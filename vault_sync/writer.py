@@ -938,15 +938,11 @@ def _make_folders(root: Path, folder: Path) -> None:
         current = os.path.join(current, part)
         try:
             os.mkdir(current)
-        except FileExistsError:
+        except (FileExistsError, NotADirectoryError):
             if not os.path.isdir(current):
                 raise VaultError(
                     f"{to_rel(root, Path(current))} is a file where a folder is needed; rename it"
                 ) from None
-        except NotADirectoryError:
-            raise VaultError(
-                f"{to_rel(root, Path(current))} is a file where a folder is needed; rename it"
-            ) from None
         except FileNotFoundError:
             raise VaultError(
                 f"the vault folder {root} went away while writing; nothing was written"
