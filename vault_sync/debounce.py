@@ -146,8 +146,8 @@ class LiveReconciler:
         self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
         self._last_pass = time.monotonic()
-        self._pass_ended: float | None = None  # when the last full pass ended (None: none did yet)
-        self._pass_seconds = 0.0  # how long it took
+        self._pass_ended = self._last_pass  # when the last full pass ended
+        self._pass_seconds = 0.0  # how long the last one that changed nothing took (what a poll costs)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -191,13 +191,13 @@ class LiveReconciler:
     def tick(self) -> None:
         """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then, and
         walk the vault for changes while the OS refuses a watcher (`polling`)."""
-        watching = self.ensure_watching()
+        self.ensure_watching()
         if self._pass_wanted:
             return
         now = time.monotonic()
         if now - self._last_pass > self.rescan_every:
             self.request_full_pass("periodic safety rescan")
-        elif not watching and self.polling is not None and now - self._pass_ended_at() >= self.polling:
+        elif (every := self.polling) is not None and now - self._pass_ended >= every:
             self.request_full_pass("no file watcher: looking for changes", quietly=True)
 
     @property
@@ -206,10 +206,7 @@ class LiveReconciler:
         watching, or when no watcher was asked for: `--no-watch` keeps to the periodic rescan)."""
         if not self._refused or self.watching:
             return None
-        return min(max(self.poll_min, self._pass_seconds / POLL_SHARE), max(self.poll_min, POLL_MAX))
-
-    def _pass_ended_at(self) -> float:
-        return self._pass_ended if self._pass_ended is not None else self._last_pass
+        return max(self.poll_min, min(self._pass_seconds / POLL_SHARE, POLL_MAX))
 
     def ensure_watching(self) -> bool:
         """(Re)start the watcher if it is not running; a restart is followed by a rescan. True when watching."""
@@ -323,7 +320,7 @@ class LiveReconciler:
         paths = list(later)
         try:
             self._saw(await self.sync.settle_later(later))
-        except BaseException:
+        except Exception:
             self.changed([(NOTE, rel) for rel in paths])  # decided with the next moment's changes instead
             raise
 

@@ -86,9 +86,7 @@ class NodeRef:
     name: str
     path: str | None
     status: str  # "active" | "archived" | "stub"
-    ino: int | None = (
-        None  # the inode number of the file at `path` when the sync last read it (None: unknown)
-    )
+    ino: int | None = None  # the inode of the file at `path` when last read (None: unknown)
 
 
 @dataclass(frozen=True)

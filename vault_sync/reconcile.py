@@ -91,15 +91,15 @@ class _Apply:
         )
 
 
-class _Later:
+class _Postponed:
     """`_prepare`'s answer for a note that would take over the node of its path (it holds no id, or one the
     graph has never seen), or, outside a walk of the whole vault, that carries a note's id but is another file
     than the one the graph read (`_perhaps_a_copy`): decided after every other note of the sync, once the notes
     that carry ids have moved where they went (see `_sync_batches`)."""
 
 
-_LATER = _Later()
-# The paths of the notes postponed by `_prepare` (`_LATER`), in the order met, each once (a dict as ordered set).
+_POSTPONED = _Postponed()
+# The paths of the notes postponed by `_prepare` (`_POSTPONED`), in the order met, each once (a dict as ordered set).
 Later = dict[str, None]
 
 
@@ -223,16 +223,14 @@ class VaultSync:
         async with self._lock:
             wanted = list(dict.fromkeys(rels))
             known = await self.graph.file_states(wanted)
-            todo = await asyncio.to_thread(self._notes_of_their_own, wanted)
+            own = await asyncio.to_thread(lambda: {rel for rel in wanted if self._note_of_its_own(rel)})
+            todo = [rel for rel in wanted if rel in own]
             for rel in wanted:
-                if rel not in todo and rel in known:
+                if rel not in own and rel in known:
                     report.add(await self._archive(rel, False))
             read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
             await self._sync_batches(todo, known, False, read, report, None, len(todo), later)
         return report
-
-    def _notes_of_their_own(self, rels: Sequence[str]) -> list[str]:
-        return [rel for rel in rels if self._note_of_its_own(rel)]
 
     def _note_of_its_own(self, rel: str) -> bool:
         """Whether `rel` names a note of its own (not a link to another note of the vault, nor a non-note)."""
@@ -344,9 +342,8 @@ class VaultSync:
         copy, `_perhaps_a_copy`) waits, so that the original, renamed meanwhile, keeps the id. Only the paths
         wait; the notes are read again when decided (`_decide_later`)."""
         batches = [todo[i : i + BATCH] for i in range(0, len(todo), BATCH)]
-        outer = (
-            None if dry_run else outer
-        )  # given: the caller decides them (`settle_later`), after more syncs
+        # Given: the caller decides them after more syncs (`settle_later`); else they are decided here, last.
+        outer = None if dry_run else outer
         later: Later = outer if outer is not None else {}
         pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
         try:
@@ -398,7 +395,7 @@ class VaultSync:
             prepared = await self._prepare(
                 read, known.get(read.path), dry_run, claimed, refs, later is not None
             )
-            if isinstance(prepared, _Later):
+            if isinstance(prepared, _Postponed):
                 assert later is not None
                 later[read.path] = None  # its path only: it is read again when decided
             else:
@@ -416,9 +413,9 @@ class VaultSync:
         claimed: set[str],
         refs: Mapping[str, NodeRef],
         postpone: bool = False,
-    ) -> NoteOutcome | _Apply | _Later:
+    ) -> NoteOutcome | _Apply | _Postponed:
         """Decide what one read note means; returns a final outcome or the update to apply (or, with
-        `postpone`, `_LATER` for a note that would take over its path's node)."""
+        `postpone`, `_POSTPONED` for a note that would take over its path's node)."""
         if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
             self.deferred.pop(read.path, None)
         if read.missing:
@@ -438,21 +435,22 @@ class VaultSync:
         note, state, chunks, injected = read.note, read.state, read.chunks, read.injected
         node_id = note.engrama_id
         if not injected and node_id is not None:
-            if await self._another_spelling(read.path, refs.get(node_id)):
+            carried = refs.get(node_id)  # the node of the id the note carries (None: never seen)
+            if await self._another_spelling(read.path, carried):
                 return NoteOutcome(read.path, IGNORED, id=node_id)
             copy = False
-            if _perhaps_a_copy(refs.get(node_id), read.path, state.ino):
+            if _perhaps_a_copy(carried, read.path, state.ino):
                 if self._pass_inodes is not None:  # a walk of the whole vault: the original's file is known
-                    copy = await self._original_elsewhere(refs.get(node_id), read.path)
+                    copy = await self._original_elsewhere(carried, read.path)
                 elif postpone:
-                    return _LATER
-            if copy or node_id in claimed or await self._is_copy(refs.get(node_id), read.path):
+                    return _POSTPONED
+            if copy or node_id in claimed or await self._is_copy(carried, read.path):
                 node_id = None  # a copy of another note: it gets an id of its own
-            elif refs.get(node_id) is None and (old := _path_owner(known, refs, claimed, read.path)):
+            elif carried is None and (old := _path_owner(known, refs, claimed, read.path)):
                 # The file at a path we know now carries an id the graph has never seen: another device (or
                 # the person) re-keyed the note. Keep the node, its history and relations, under the new id.
                 if postpone:
-                    return _LATER
+                    return _POSTPONED
                 if dry_run:
                     return NoteOutcome(read.path, UPDATED, id=node_id)
                 await self.graph.rekey_node(old, node_id)
@@ -464,7 +462,7 @@ class VaultSync:
         if node_id is None:
             owner = _path_owner(known, refs, claimed, read.path)  # a path we know never gets a fresh id
             if owner is not None and postpone:
-                return _LATER
+                return _POSTPONED
             if dry_run:
                 action = UPDATED if owner else CREATED
                 return NoteOutcome(read.path, action, id=owner, inject_id=not read.blank)

@@ -165,11 +165,12 @@ _NOT_DOWNLOADED = (
 )
 
 
-def _listing_problem(path: str) -> str | None:
-    """None when the folder at `path` can be listed, else what is wrong with it (opening it is enough)."""
+def _listing_problem(path: str, *, empty_is_a_problem: bool = False) -> str | None:
+    """None when the folder at `path` can be listed (and, with `empty_is_a_problem`, holds something), else
+    what is wrong with it (opening it is enough)."""
     try:
-        with os.scandir(path):
-            return None
+        with os.scandir(path) as entries:
+            return "is empty" if empty_is_a_problem and next(entries, None) is None else None
     except FileNotFoundError:
         return "is missing"
     except NotADirectoryError:
@@ -183,14 +184,7 @@ def root_problem(root: Path, *, holds_notes: bool) -> str | None:
     share not mounted), or, when it should hold notes (`holds_notes`: the graph knows some), holding nothing
     at all, as the empty mount point of a share that is not mounted does (an Obsidian vault holds `.obsidian`
     at least). Nothing is archived and no note written while it says so."""
-    root_abs = os.path.abspath(root)
-    problem = _listing_problem(root_abs)
-    if problem is None and holds_notes:
-        try:
-            with os.scandir(root_abs) as entries:
-                problem = None if next(entries, None) is not None else "is empty"
-        except OSError as exc:
-            problem = f"cannot be listed: {_describe(exc)}"
+    problem = _listing_problem(os.path.abspath(root), empty_is_a_problem=holds_notes)
     return None if problem is None else _root_message(root, problem)
 
 

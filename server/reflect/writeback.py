@@ -58,16 +58,9 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
     holding: list[str] = []
     skipped: list[SyncError] = []
     for rel in targets:
+        owner = owners.get(rel) if target_note is None else None
         try:
-            try:
-                holding.append(await _append_to(rt, sync, rel, row, entities))
-            except FileNotFoundError:
-                if target_note is not None:
-                    raise
-                moved = await _moved_to(rt, owners[rel])
-                if moved is None:
-                    raise
-                holding.append(await _append_to(rt, sync, moved, row, entities))
+            holding.append(await _append_following(rt, sync, rel, owner, row, entities))
         except FileNotFoundError:
             if target_note is not None:
                 raise InsightWriteError(
@@ -84,6 +77,25 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
     await record_approval(rt, row)
     await rt.store.write(insights_sql.record_written, row.id, holding)
     return WriteBack(sorted(set(holding)), skipped)
+
+
+async def _append_following(
+    rt: Runtime,
+    sync: VaultSync,
+    rel: str,
+    owner: str | None,
+    row: InsightRow,
+    entities: Sequence[render.EntityLink],
+) -> str:
+    """`_append_to` the note at `rel`; when it is gone from there and it is the note of entity `owner`, to
+    where that note is now (found by its id). FileNotFoundError when it is nowhere in the vault."""
+    try:
+        return await _append_to(rt, sync, rel, row, entities)
+    except FileNotFoundError:
+        moved = await _moved_to(rt, owner) if owner is not None else None
+        if moved is None:
+            raise
+    return await _append_to(rt, sync, moved, row, entities)
 
 
 async def _moved_to(rt: Runtime, node_id: str) -> str | None:
