@@ -179,3 +179,25 @@ async def test_relate_creates_a_missing_source_when_its_label_is_clear(rt: Runti
 async def test_an_entity_cannot_relate_to_itself(rt: Runtime) -> None:
     with pytest.raises(ServiceError, match="itself"):
         await relate(rt, "Engrama", "RELATED_TO", "engrama", source_label="Project")
+
+
+@pytest.mark.parametrize("tool", ["relate", "remember"])
+async def test_a_write_that_fails_leaves_no_placeholder_for_its_target(
+    rt: Runtime, vault: Path, tool: str
+) -> None:
+    # A placeholder that notes link already stays; the one the failed call made goes.
+    write(vault, "Projects/Engrama.md", b"---\ntype: Project\n---\nBody.\n")
+    write(vault, "Notes/Idea.md", b"Try [[Redis]].\n")
+    await rt.require_sync().sync_vault()
+    source = vault / "Projects/Engrama.md"
+    broken = source.read_bytes().replace(b"type: Project", b"type: [Project")  # the person's typo
+    source.write_bytes(broken)
+    specs = [RelationSpec("USES", "Kafka", "Technology"), RelationSpec("USES", "Redis", "Technology")]
+    with pytest.raises(ServiceError, match="frontmatter"):
+        if tool == "relate":
+            await relate(rt, "Engrama", "USES", "Kafka", target_label="Technology")
+        else:
+            await remember(rt, "Project", "Engrama", relations=specs)
+    assert await rt.store.find_nodes("Kafka", include_archived=True) == []
+    assert [n.status for n in await rt.store.find_nodes("Redis", include_archived=True)] == ["stub"]
+    assert source.read_bytes() == broken

@@ -14,7 +14,8 @@ deleted, before the watcher reconciled it). `write_entity` then finds where the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
@@ -91,19 +92,40 @@ class EntityWrite:
     message: str
 
 
+@asynccontextmanager
+async def relations_planned(
+    rt: Runtime,
+    source_label: str,
+    source_name: str,
+    specs: Sequence[RelationSpec],
+    source_id: str | None = None,
+) -> AsyncIterator[list[PlannedRelation]]:
+    """`plan_relations` for a write made inside the block: when planning or the write fails, the placeholder
+    nodes planning created are taken out again (unless something came to point at them meanwhile), so a
+    failed call leaves no name in the graph that a rebuild from the vault would not have."""
+    made: list[str] = []
+    try:
+        yield await plan_relations(rt, source_label, source_name, specs, source_id, made)
+    except Exception:
+        if made:
+            await rt.store.write(memory_sql.drop_unused_stubs, made)
+        raise
+
+
 async def plan_relations(
     rt: Runtime,
     source_label: str,
     source_name: str,
     specs: Sequence[RelationSpec],
     source_id: str | None = None,
+    made: list[str] | None = None,
 ) -> list[PlannedRelation]:
     """Check every relation against the profile, then make sure each target node exists.
 
     All checks run before anything is created, so one bad relation leaves the graph untouched. A target
     that is archived (forgotten, or its note deleted) is made current again, as remembering it would.
     `source_id` is the source's node when it exists: a target name that leads to it (the file name of its
-    note, an alias) is refused like its own name."""
+    note, an alias) is refused like its own name. The ids of placeholder nodes created are added to `made`."""
     checked: list[tuple[str, str, str | None]] = []
     for spec in specs:
         rel = require_relation(rt.profile, spec.rel_type)
@@ -126,7 +148,9 @@ async def plan_relations(
         checked.append((rel, target, wanted))
     planned: list[PlannedRelation] = []
     for rel, target, wanted in checked:
-        node, _ = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
+        node, created = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
+        if created and made is not None:
+            made.append(node.id)
         if node.id == source_id:  # the graph changed since the check (a note renamed meanwhile)
             raise ServiceError(_itself(target, node))
         was = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server.runtime import Runtime
-from server.services.entities import RelationSpec, plan_relations, write_reviving
+from server.services.entities import RelationSpec, relations_planned, write_reviving
 from server.services.errors import ServiceError
 from server.services.schema import optional_label, require_name, require_relation, single_label
 from server.store import Node, memory_sql
@@ -45,11 +45,11 @@ async def relate(
     wanted = optional_label(rt.profile, source_label)
     label, name, node = await _source(rt, source, wanted, rel)
     specs = [RelationSpec(rel, target, target_label)]
-    [planned] = await plan_relations(rt, label, name, specs, node.id if node is not None else None)
-    # A superseded source stays superseded: relating it says how it connects, not that it holds again.
-    written, revival = await write_reviving(
-        rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False
-    )
+    async with relations_planned(rt, label, name, specs, node.id if node is not None else None) as [planned]:
+        # A superseded source stays superseded: relating it says how it connects, not that it holds again.
+        written, revival = await write_reviving(
+            rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False
+        )
     revived = [written.name] if revival is not None else []
     if planned.revived is not None:
         revived.append(planned.target.name)

@@ -9,7 +9,7 @@ from typing import Any
 from server.runtime import Runtime
 from server.services import reflect_hooks
 from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
-from server.services.entities import PlannedRelation, RelationSpec, plan_relations, write_reviving
+from server.services.entities import PlannedRelation, RelationSpec, relations_planned, write_reviving
 from server.services.errors import ServiceError
 from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_properties
@@ -66,11 +66,14 @@ async def remember(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
     target = await rt.store.read(memory_sql.find_entity, label, name)
-    planned = await plan_relations(rt, label, name, relations, target.id if target is not None else None)
     current = target.properties if target is not None and target.status != "stub" else {}
     plan = plan_properties(target.name if target else name, current, props, choice)
     why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
-    written, revival = await write_reviving(rt, label, name, plan.write, observation, planned, target, why)
+    source_id = target.id if target is not None else None
+    async with relations_planned(rt, label, name, relations, source_id) as planned:
+        written, revival = await write_reviving(
+            rt, label, name, plan.write, observation, planned, target, why
+        )
     await _keep_questions(rt, written.id, plan, props)
     await reflect_hooks.note_remembered(rt)
     return Remembered(

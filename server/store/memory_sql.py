@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from server.store import history_sql
@@ -160,6 +161,20 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
         (fold(name), node_id),
     )
     return _node(conn, node_id), True
+
+
+def drop_unused_stubs(conn: Any, node_ids: Sequence[str]) -> int:
+    """Delete those of `node_ids` that are still placeholders nothing points at (no relation, no note's link);
+    their names go with them. Returns how many went."""
+    gone = 0
+    for node_id in node_ids:
+        gone += conn.execute(
+            "delete from nodes where id = ? and status = 'stub' "
+            "and not exists (select 1 from edges where source = ? or target = ?) "
+            "and not exists (select 1 from note_links where target = ?)",
+            (node_id, node_id, node_id, node_id),
+        ).rowcount
+    return gone
 
 
 def _node(conn: Any, node_id: str) -> Node:
