@@ -130,6 +130,7 @@ class LiveSync:
         self.reconciler = LiveReconciler(
             self.rt.sync,
             watch=self.rt.settings.watch,
+            poll=self.rt.settings.poll,
             quiet=self._quiet,
             storm_threshold=self._storm_threshold,
             on_update=self._publish,

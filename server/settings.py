@@ -40,6 +40,9 @@ class Settings:
     log_level: str = "INFO"
     # Seconds a note must be quiet before its engrama_id line is written (None: vault_sync's DEFAULT_SETTLE).
     settle: float | None = None
+    # Seconds between walks of the vault for changes beside the file watcher: None walks only where a watcher
+    # misses changes made elsewhere (network shares, WSL's /mnt/c: vault_sync.filesystems), 0 never.
+    poll: float | None = None
 
 
 def user_data_dir() -> Path:
@@ -125,6 +128,13 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         raise ConfigError(f"ENGRAMA_SETTLE_SECONDS must be a number of seconds, not {settle_raw!r}") from exc
     if settle is not None and not 0 <= settle <= 600:
         raise ConfigError(f"ENGRAMA_SETTLE_SECONDS must be between 0 and 600, not {settle_raw!r}")
+    poll_raw = env.get("ENGRAMA_POLL_SECONDS")
+    try:
+        poll = float(poll_raw) if poll_raw else None
+    except ValueError as exc:
+        raise ConfigError(f"ENGRAMA_POLL_SECONDS must be a number of seconds, not {poll_raw!r}") from exc
+    if poll is not None and not (poll == 0 or 1 <= poll <= 3600):
+        raise ConfigError(f"ENGRAMA_POLL_SECONDS must be 0 (never) or between 1 and 3600, not {poll_raw!r}")
     return Settings(
         vault=vault,
         db_path=db_path,
@@ -141,6 +151,7 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         watch=bool(watch),
         log_level=str(_first(flags.get("log_level"), env.get("ENGRAMA_LOG_LEVEL"), "INFO")).upper(),
         settle=settle,
+        poll=poll,
     )
 
 

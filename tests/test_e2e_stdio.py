@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -50,10 +51,12 @@ def serve_args(vault: Path, db_path: Path) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def synced_session(vault: Path, db_path: Path, tmp_path: Path) -> AsyncIterator[ClientSession]:
-    """A session with the installed server on `vault` over stdio, initialized, once engrama_sync_vault ran;
-    the server's stderr goes to tmp_path/stderr.log."""
-    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path))
+async def synced_session(
+    vault: Path, db_path: Path, tmp_path: Path, env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """A session with the installed server on `vault` over stdio (with `env` added to its environment),
+    initialized, once engrama_sync_vault ran; the server's stderr goes to tmp_path/stderr.log."""
+    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path), env=env)
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -310,6 +313,29 @@ async def test_a_vault_the_os_refuses_to_watch_is_walked_for_edits_every_few_sec
                 await asyncio.sleep(0.2)
     log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
     assert "max_user_instances" in log and log.count("cannot watch") == 1  # said once, not every 30 s
+
+
+async def test_a_note_changed_where_the_watcher_cannot_see_is_found_by_the_walks_the_person_asked_for(
+    seeded: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """A network share, or WSL's /mnt/c edited by Obsidian on Windows, changes files without this kernel's
+    watcher hearing of it. Here the note is changed through a hard link outside the vault: inotify reports a
+    write to the folder it was made through, and the vault's folders are not that. ENGRAMA_POLL_SECONDS asks
+    for walks beside the watcher (as the server does by itself on such file systems)."""
+    note = seeded / "Technologies/DuckDB.md"  # it has its id: engrama never writes it, nor watches the file
+    note.write_text(f"---\nengrama_id: {uuid.uuid4()}\n---\nDuckDB is an analytics database.\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(note, outside / "DuckDB.md")
+    async with synced_session(seeded, db_path, tmp_path, env={"ENGRAMA_POLL_SECONDS": "1"}) as session:
+        vault = (await call(session, "engrama_status", {}))["vault"]
+        assert vault["watching"] is True and vault["polling_seconds"] >= 1
+        with open(outside / "DuckDB.md", "a", encoding="utf-8") as f:
+            f.write("It ships inside every zorbel quokka.\n")
+        deadline = time.monotonic() + vault["polling_seconds"] + 10
+        while not (await call(session, "engrama_search", {"query": "zorbel quokka"}))["results"]:
+            assert time.monotonic() < deadline, "an edit the watcher could not see was never found"
+            await asyncio.sleep(0.2)
 
 
 async def test_a_database_locked_by_another_program_gives_a_message_that_says_what_to_do(

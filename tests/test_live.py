@@ -27,7 +27,7 @@ from server.search.service import search
 from server.settings import Settings
 from server.status import build_status
 from server.store import database
-from vault_sync import watch
+from vault_sync import debounce, watch
 from vault_sync.debounce import LiveReconciler
 
 ID_LINE = re.compile(r"^engrama_id: (\S+)$", re.MULTILINE)
@@ -405,6 +405,34 @@ async def test_a_periodic_rescan_finds_what_no_event_reported(rt: Runtime, vault
         reconciler.tick()
         await reconciler.wait_idle()
         assert await node_at(rt, "Quiet.md")
+    finally:
+        await reconciler.stop()
+
+
+@pytest.mark.parametrize("poll", [None, 0.0])
+async def test_on_a_share_changed_elsewhere_the_vault_is_also_walked_unless_the_person_says_not(
+    rt: Runtime, vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, poll: float | None
+) -> None:
+    """What the file system is comes from the OS (here: said to be NFS); a change made where the watcher cannot
+    see it (through a hard link from outside the vault) is found by a walk beside the watcher."""
+    monkeypatch.setattr(debounce, "remote_file_system", lambda root: "nfs4")
+    assert rt.sync is not None
+    (vault / "Shared.md").write_text(f"---\nengrama_id: {uuid.uuid4()}\n---\nA note.\n", encoding="utf-8")
+    os.link(vault / "Shared.md", tmp_path / "Shared.md")
+    reconciler = LiveReconciler(rt.sync, poll=poll, poll_min=0.0)
+    await reconciler.start()
+    try:
+        await reconciler.wait_idle()
+        assert reconciler.watching
+        assert (reconciler.polling is not None) == (poll is None)
+        with open(tmp_path / "Shared.md", "a", encoding="utf-8") as f:
+            f.write("Changed on the file server: zorbel.\n")
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not await searchable(rt, "zorbel"):
+            await asyncio.sleep(0.1)
+            reconciler.tick()  # what the server's clock does once a second
+            await reconciler.wait_idle()
+        assert bool(await searchable(rt, "zorbel")) == (poll is None)
     finally:
         await reconciler.stop()
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from vault_sync.errors import VaultError
+from vault_sync.filesystems import remote_file_system
 from vault_sync.paths import classify
 from vault_sync.reconcile import Later, VaultSync
 from vault_sync.report import ARCHIVED, CREATED, NoteOutcome, SyncReport
@@ -125,6 +126,7 @@ class LiveReconciler:
         storm_threshold: int = STORM_THRESHOLD,
         rescan_every: float = RESCAN_EVERY,
         poll_min: float = POLL_MIN,
+        poll: float | None = None,
         on_update: Callable[[], None] = lambda: None,
         on_notes_changed: Callable[[], None] = lambda: None,
     ) -> None:
@@ -133,6 +135,10 @@ class LiveReconciler:
         self.storm_threshold = storm_threshold
         self.rescan_every = rescan_every
         self.poll_min = poll_min
+        # Walks of the vault beside the watcher: None decides by the file system (`filesystems`), 0 never,
+        # a number of seconds always, at least that far apart.
+        self.poll = poll
+        self._remote: str | None = None  # the vault's file system type when a watcher there misses changes
         self.last_reconcile_at: datetime | None = None
         self.full_passes = 0  # how many full passes ran (status and tests)
         self._on_update = on_update
@@ -166,6 +172,15 @@ class LiveReconciler:
 
     async def start(self) -> None:
         """Start watching and reconciling; the catch-up pass runs in the background."""
+        if self.watch and self.poll is None:
+            self._remote = await asyncio.to_thread(remote_file_system, self.sync.root)
+            if self._remote is not None:
+                log.info(
+                    "%s is on a %s file system, where changes made on other machines send no event: it is "
+                    "also walked for changes every few seconds (ENGRAMA_POLL_SECONDS=0 turns that off)",
+                    self.sync.root,
+                    self._remote,
+                )
         self.request_full_pass("start-up catch-up")
         self._task = asyncio.create_task(self._run(), name="engrama-live-sync")
         self.ensure_watching()
@@ -190,7 +205,7 @@ class LiveReconciler:
 
     def tick(self) -> None:
         """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then, and
-        walk the vault for changes while the OS refuses a watcher (`polling`)."""
+        walk the vault for changes where a watcher cannot be had or misses changes (`polling`)."""
         self.ensure_watching()
         if self._pass_wanted:
             return
@@ -198,15 +213,20 @@ class LiveReconciler:
         if now - self._last_pass > self.rescan_every:
             self.request_full_pass("periodic safety rescan")
         elif (every := self.polling) is not None and now - self._pass_ended >= every:
-            self.request_full_pass("no file watcher: looking for changes", quietly=True)
+            self.request_full_pass("walking the vault for changes", quietly=True)
 
     @property
     def polling(self) -> float | None:
-        """Seconds between walks of the vault while a watcher was asked for and the OS refused it (None when
-        watching, or when no watcher was asked for: `--no-watch` keeps to the periodic rescan)."""
-        if not self._refused or self.watching:
+        """Seconds between walks of the vault for changes, when a watcher was asked for and the OS refused it,
+        or the vault's file system is one where a watcher misses changes made elsewhere, or the person asked
+        for walks (`poll`); None otherwise (`--no-watch` keeps to the periodic rescan)."""
+        if not self.watch:
             return None
-        return max(self.poll_min, min(self._pass_seconds / POLL_SHARE, POLL_MAX))
+        refused = self._refused and not self.watching
+        if not (refused or self.poll or (self._remote is not None and self.poll is None)):
+            return None
+        least = self.poll or self.poll_min
+        return max(least, min(self._pass_seconds / POLL_SHARE, POLL_MAX))
 
     def ensure_watching(self) -> bool:
         """(Re)start the watcher if it is not running; a restart is followed by a rescan. True when watching."""

@@ -53,7 +53,7 @@ class Vault(_Open):
     path: str | None = None
     note_count: int | None = None
     watching: bool | None = None
-    polling_seconds: float | None = None  # the OS refused a file watcher: the vault is walked this often
+    polling_seconds: float | None = None  # how often the vault is walked for changes, when it is
     last_reconcile_at: str | None = None
     pending: int | None = None
     attention: VaultAttention | None = None
