@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from server.cli import build_parser
+from server.store.migrations import MIGRATIONS
 
 SCRIPT = str(Path(sys.executable).parent / "engrama-vault")
 REPO = Path(__file__).resolve().parent.parent
@@ -131,6 +133,35 @@ def test_sync_while_a_server_holds_the_lease_writes_no_note(tmp_path: Path) -> N
     assert "lease" in error["error"]
     assert (vault / "New.md").read_bytes() == b"no id yet\n"
     assert run("sync", "--vault", str(vault), "--db", str(db)).returncode == 0  # once free, it syncs
+
+
+@pytest.mark.parametrize("command", ["sync", "status", "serve"])
+def test_a_database_from_a_newer_version_is_refused_with_one_line_and_left_as_it_is(
+    tmp_path: Path, command: str
+) -> None:
+    """Found by review: going back a version opened the newer file silently, then failed on tables it did not
+    know (a raw traceback at the first edit, which never reached search)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "A.md").write_text("# A\n", encoding="utf-8")
+    db = tmp_path / "graph.db"
+    assert run("sync", "--vault", str(vault), "--db", str(db)).returncode == 0
+    newest = MIGRATIONS[-1][0] + 1
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "insert into schema_migrations values (?, 'from the future', '2027-01-01T00:00:00Z')", (newest,)
+        )
+    conn.close()
+    notes_before = (vault / "A.md").read_bytes()
+    done = run(command, "--vault", str(vault), "--db", str(db))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith(f"engrama-vault {command}:")]
+    assert f"upgraded by a newer engrama-vault (schema {newest};" in line and "update engrama-vault" in line
+    assert (vault / "A.md").read_bytes() == notes_before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select max(number) from schema_migrations").fetchone()[0] == newest
+    conn.close()
 
 
 @pytest.mark.parametrize("command", ["sync", "status", "serve"])

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import aiosqlite
 import sqlean
 
-from server.store.migrations import apply_migrations
+from server.store.migrations import NewerDatabase, apply_migrations
 from server.store.vectors_sql import MMAP_BYTES, VEC_TABLE
 from vault_sync.heap import release_free_heap
 
@@ -192,6 +192,11 @@ def connect_sync(
         return _open(path, load_vec, vec_extension)
     except sqlean.DatabaseError as exc:
         raise DatabaseProblem(explain_database_error(exc, path)) from exc
+    except NewerDatabase as exc:
+        raise DatabaseProblem(
+            f"the database {path} was upgraded by a newer engrama-vault ({exc}); update engrama-vault, or "
+            "move the file aside and this version rebuilds it from the vault at the next start"
+        ) from exc
 
 
 def _open(path: Path, load_vec: bool, vec_extension: str | None) -> tuple[sqlean.Connection, VectorSupport]:

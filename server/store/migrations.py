@@ -421,8 +421,19 @@ def split_statements(script: str) -> list[str]:
     return statements
 
 
+class NewerDatabase(Exception):
+    """The database was upgraded by a newer engrama-vault: it records migrations this version does not know,
+    whose tables and triggers this version would use wrongly."""
+
+    def __init__(self, newest: int, known: int) -> None:
+        super().__init__(f"schema {newest}; this version knows up to {known}")
+        self.newest = newest
+        self.known = known
+
+
 def apply_migrations(conn: Any) -> int:
-    """Apply the migrations not yet recorded; returns how many ran. A second call is a no-op.
+    """Apply the migrations not yet recorded; returns how many ran. A second call is a no-op. Raises
+    NewerDatabase, changing nothing, when the file records a migration newer than this version's last.
 
     Statements run one by one inside BEGIN IMMEDIATE (executescript() would commit early), and the list of
     applied migrations is re-read under that lock, so two processes opening a new file at once are safe.
@@ -435,6 +446,9 @@ def apply_migrations(conn: Any) -> int:
         "create table if not exists schema_migrations (number integer primary key, name text, applied_at text)"
     )
     conn.execute("commit")
+    (newest,) = conn.execute("select max(number) from schema_migrations").fetchone()
+    if newest is not None and newest > MIGRATIONS[-1][0]:
+        raise NewerDatabase(newest, MIGRATIONS[-1][0])
     ran = 0
     for number, name, script in MIGRATIONS:
         conn.execute("begin immediate")
