@@ -103,18 +103,7 @@ class LiveSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
             self._supervisor = None
-        if self._outbox is not None:  # a row cut short stays queued; the next holder applies it again
-            self._outbox.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._outbox
-            self._outbox = None
-        if self.reconciler is not None:
-            await self.reconciler.stop()
-            self.reconciler = None
-        self.lease.release()
-        if self._running:
-            self._running = False
-            self.rt.state.update(lease="off", watching=False, pending=0, polling_seconds=None)
+        await self._stand_down()
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until the holder has nothing pending (returns at once on a follower)."""
@@ -156,6 +145,12 @@ class LiveSync:
         """Followers retry the lease; the holder keeps its watcher alive. Once per `retry` seconds, cheaply."""
         while True:
             await asyncio.sleep(self._retry)
+            if (lost := self.rt.store.db.check_file()) is not None:
+                log.error("%s", lost)
+                assert self.rt.sync is not None  # live sync runs only with a vault
+                self.rt.sync.writable = False
+                await self._stand_down()
+                return
             try:
                 if self.reconciler is None:
                     if self.lease.try_acquire():
@@ -173,6 +168,23 @@ class LiveSync:
             else:
                 self._last_error = None
             self._publish()
+
+    async def _stand_down(self) -> None:
+        """Stop watching and writing, and let the lease go (at stop, or for good when the database file is gone:
+        then a process on the new file can take the vault over, and this one writes no note into the vault
+        that its graph would keep to itself)."""
+        if self._outbox is not None:  # a row cut short stays queued; the next holder applies it again
+            self._outbox.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._outbox
+            self._outbox = None
+        if self.reconciler is not None:
+            await self.reconciler.stop()
+            self.reconciler = None
+        self.lease.release()
+        if self._running:
+            self._running = False
+            self.rt.state.update(lease="off", watching=False, pending=0, polling_seconds=None)
 
     def _publish(self) -> None:
         """Copy the live facts into `rt.state`, where `engrama_status` reads them."""

@@ -338,6 +338,37 @@ async def test_a_note_changed_where_the_watcher_cannot_see_is_found_by_the_walks
             await asyncio.sleep(0.2)
 
 
+async def test_a_database_deleted_under_the_server_is_said_and_the_vault_goes_to_a_server_on_the_new_file(
+    seeded: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Found by review: a person resetting the graph (deleting the database, or putting a backup in its place)
+    while the server ran got a server that went on in the unlinked file without a word, holding the vault, and
+    a second client on the new file that waited in vain for its queued writes."""
+    async with synced_session(seeded, db_path, tmp_path) as first:
+        for side in ("", "-wal", "-shm"):
+            Path(f"{db_path}{side}").unlink(missing_ok=True)
+        deadline = time.monotonic() + 10
+        while not (await first.call_tool("engrama_search", {"query": "SQLite"})).is_error:
+            assert time.monotonic() < deadline, "the server never noticed its database was deleted"
+            await asyncio.sleep(0.2)
+        message = await error_of(first, "engrama_search", {"query": "SQLite"})
+        assert "was deleted or replaced" in message and "restart the engrama server" in message
+        (tmp_path / "second").mkdir()
+        async with synced_session(seeded, db_path, tmp_path / "second") as second:
+            deadline = time.monotonic() + 10
+            while not (await call(second, "engrama_status", {}))["vault"]["watching"]:
+                assert time.monotonic() < deadline, "the server on the new file never took the vault over"
+                await asyncio.sleep(0.2)
+            done = await call(
+                second, "engrama_remember", {"label": "Project", "name": "Engrama", "observation": "Reset."}
+            )
+            assert done["path"] == "Projects/Engrama.md"
+            assert "Reset." in (seeded / "Projects/Engrama.md").read_text(encoding="utf-8")
+            assert (await call(second, "engrama_search", {"query": "embedded SQL"}))["results"]
+        message = await error_of(first, "engrama_remember", {"label": "Project", "name": "Other"})
+        assert "was deleted or replaced" in message and not (seeded / "Projects/Other.md").exists()
+
+
 async def test_a_database_locked_by_another_program_gives_a_message_that_says_what_to_do(
     seeded: Path, db_path: Path, tmp_path: Path
 ) -> None:

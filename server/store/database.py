@@ -235,6 +235,15 @@ def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) ->
     return conn
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`; None when there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def map_when_vectors(conn: sqlean.Connection) -> bool:
     """Read the file through mmap once it holds passage vectors; True when it now does.
 
@@ -264,6 +273,8 @@ class Database:
         self._bursting = False  # the main connection has WRITE_CACHE_KIB (see there)
         self._last_write = 0.0
         self._cache_kib = CACHE_MIN_KIB  # the main connection's own size, read once it is open (`open`)
+        self._file = _file_id(path)  # which file this handle opened (`check_file`)
+        self.lost: str | None = None  # set once the file at `path` is no longer that one
 
     @classmethod
     async def open(cls, path: Path, *, load_vec: bool = True, vec_extension: str | None = None) -> Database:
@@ -291,8 +302,23 @@ class Database:
         db._cache_kib = await db.run(lambda c: -c.execute("pragma cache_size").fetchone()[0])
         return db
 
+    def check_file(self) -> str | None:
+        """None while the file at `path` is the one this handle opened. Once it was deleted or replaced (the
+        person reset the graph, a backup or a sync client put another file there), what to do about it, and
+        every later call fails with that message: this handle reads and writes a file nobody else sees, so a
+        second process on the new file would wait in vain for this one's writes, or both would hold the vault."""
+        if self.lost is None and _file_id(self.path) != self._file:
+            self.lost = (
+                f"the database {self.path} was deleted or replaced while engrama-vault was running (nothing in "
+                "the vault is lost); restart the engrama server (quit and reopen the assistant, or restart it "
+                "in the client's MCP settings) and it rebuilds the graph from the vault"
+            )
+        return self.lost
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn(conn, *args)` on the database thread as one unit (aiosqlite's own executor hop)."""
+        if self.lost is not None:
+            raise DatabaseProblem(self.lost)
         # `_execute` is aiosqlite's one entry point for running a callable on its thread; it has been stable
         # across releases, and the version range in pyproject pins it.
         return await self._conn._execute(self._unit, self._conn._conn, fn, *args)  # type: ignore[attr-defined]

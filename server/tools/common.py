@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from server.runtime import NoVaultConfigured, Runtime
-from server.store.database import DatabaseError, explain_database_error
+from server.store.database import DatabaseError, DatabaseProblem, explain_database_error
 from vault_sync.errors import VaultError
 
 
@@ -47,6 +47,10 @@ def tool_errors() -> Iterator[None]:
     except ToolError:
         raise
     except (ValueError, VaultError, NoVaultConfigured) as exc:  # ValueError: ServiceError, ProfileError...
+        raise ToolError(str(exc)) from exc
+    except (
+        DatabaseProblem
+    ) as exc:  # the file was deleted or replaced under the server: the message says what to do
         raise ToolError(str(exc)) from exc
     except DatabaseError as exc:  # locked by another program, disk full, damaged: say what to do
         raise ToolError(
