@@ -210,3 +210,41 @@ async def test_a_deleted_insight_note_is_not_written_again(vault, db_path) -> No
         await reflect(rt)
         assert await status_of(rt, one.id) == "approved"
     assert not note.exists()
+
+
+async def test_a_decision_cut_short_is_still_recorded_in_the_vault_and_survives_a_rebuild(
+    vault, db_path
+) -> None:
+    """Found by review: an approve or dismiss the client cancelled (or a stop, or a crash) between the decision
+    and its record in the vault kept the decision in the database alone, so a rebuild lost it. The decision
+    and its queued record now commit together, and the lease holder's drain writes what a call left undone."""
+    import anyio
+
+    from server.services.outbox import drain
+
+    b = VaultBuilder(vault)
+    techs = [f"Tech{i:02d}" for i in range(12)]
+    for tech in techs:
+        b.note("Technologies", tech, "Technology")
+    b.note("Projects", "Alpha", "Project", relations={"USES": techs})
+    b.note("Projects", "Beta", "Project", relations={"USES": techs})
+    async with synced(vault, db_path) as rt:
+        insights = (await reflect(rt)).insights
+        assert len(insights) == len(techs)
+        decided = {}
+        for n, insight in enumerate(insights):
+            action = "approve" if n % 3 else "dismiss"
+            with anyio.move_on_after(n * 0.0015):  # cancelled anywhere from before the decision to after it
+                await decide_insight(rt, insight.id, action)
+            decided[insight.id] = await status_of(rt, insight.id)
+        await drain(rt)
+        left = await rt.store.read(insights_sql.unrecorded_decisions)
+        summary = await rt.store.read(lambda c: c.execute("select count(*) from outbox").fetchone()[0])
+    assert left == [] and summary == 0
+    assert any(s != "pending" for s in decided.values())
+    for side in db_path.parent.glob(db_path.name + "*"):
+        side.unlink()
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        rebuilt = {i: await status_of(rt, i) for i in decided}
+    assert rebuilt == decided

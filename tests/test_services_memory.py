@@ -201,3 +201,29 @@ async def test_a_write_that_fails_leaves_no_placeholder_for_its_target(
     assert await rt.store.find_nodes("Kafka", include_archived=True) == []
     assert [n.status for n in await rt.store.find_nodes("Redis", include_archived=True)] == ["stub"]
     assert source.read_bytes() == broken
+
+
+async def test_a_call_the_client_cancels_leaves_no_placeholder_nothing_points_at(
+    rt: Runtime, vault: Path
+) -> None:
+    """Found by review: a remember or relate cancelled by the client (MCP notifications/cancelled) after its
+    targets were planned kept their placeholder nodes, which neither the vault nor a rebuild has."""
+    import anyio
+
+    write(vault, "Projects/Engrama.md", b"---\ntype: Project\n---\nBody.\n")
+    await rt.require_sync().sync_vault()
+    for n in range(16):
+        with anyio.move_on_after(n * 0.001):  # cancelled anywhere from before planning to after the write
+            if n % 2:
+                await relate(rt, "Engrama", "USES", f"Relate target {n}", target_label="Technology")
+            else:
+                specs = [RelationSpec("USES", f"Remember target {n}", "Technology")]
+                await remember(rt, "Project", f"Project {n}", relations=specs)
+    unused = await rt.store.read(
+        lambda c: c.execute(
+            "select name from nodes n where status = 'stub' "
+            "and not exists (select 1 from edges e where e.source = n.id or e.target = n.id) "
+            "and not exists (select 1 from note_links l where l.target = n.id)"
+        ).fetchall()
+    )
+    assert [r[0] for r in unused] == []

@@ -48,7 +48,6 @@ from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
 from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow
 from vault_sync.errors import VaultError
-from vault_sync.outbox import InsightRecord
 
 __all__ = [
     "PATTERN_NAMES",
@@ -152,9 +151,13 @@ async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDe
         raise InsightError(f"unknown action {action!r}; use 'approve' or 'dismiss'")
     row = await _get(rt, insight_id)
     queue = rt.sync is not None and writable_sync(rt) is None  # another process holds the vault's lease
+    queued: int | None = None
     if row.status == PENDING:
-        if queue:  # the decision and its queued vault record commit together (the outbox)
-            await rt.store.write(outbox_sql.decide_and_queue, row.id, wanted, utc_now())
+        if rt.sync is not None:
+            # The decision and its queued vault record (what survives a rebuild) commit together: whatever
+            # cuts the call short after this (a client cancelling it, a stop, a crash, a failed write), the
+            # lease holder's drain of the outbox writes the record (when it is written already: nothing).
+            queued = await rt.store.write(outbox_sql.decide_and_queue, row.id, wanted, utc_now())
         else:
             await rt.store.write(insights_sql.set_status, row.id, wanted, utc_now())
         row = await _get(rt, insight_id)
@@ -165,16 +168,16 @@ async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDe
     try:
         where = await (record_approval(rt, row) if wanted == APPROVED else record_dismissal(rt, row))
     except VaultError as exc:
-        # The decision holds in the database; its vault record (what survives a rebuild) is retried through
-        # the outbox by the lease holder.
+        # The decision holds in the database; its vault record is retried through the outbox.
         log.warning("insight %s is %s, but recording it in the vault failed: %s", row.id, row.status, exc)
-        await rt.store.write(outbox_sql.enqueue, InsightRecord(row.id), utc_now())
         return InsightDecision(
             row.id,
             row.status,
             f"{row.status}; recording it in the vault failed ({exc}), "
             "and is tried again (engrama_status shows writes still waiting)",
         )
+    if queued is not None:
+        await rt.store.write(outbox_sql.applied, queued, None, utc_now())  # recorded: nothing left to drain
     recorded = f"; recorded in the vault in {where}" if where else ""
     return InsightDecision(row.id, row.status, f"{row.status}{recorded}")
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+import anyio
+
 from server.runtime import Runtime
 from server.services.errors import RelationNotAllowed, ServiceError
 from server.services.revival import Revival, plan_revival
@@ -106,9 +108,10 @@ async def relations_planned(
     made: list[str] = []
     try:
         yield await plan_relations(rt, source_label, source_name, specs, source_id, made)
-    except Exception:
+    except BaseException:  # a client cancelling the call too: the clean-up is shielded from that cancellation
         if made:
-            await rt.store.write(memory_sql.drop_unused_stubs, made)
+            with anyio.CancelScope(shield=True):
+                await rt.store.write(memory_sql.drop_unused_stubs, made)
         raise
 
 
@@ -148,7 +151,9 @@ async def plan_relations(
         checked.append((rel, target, wanted))
     planned: list[PlannedRelation] = []
     for rel, target, wanted in checked:
-        node, created = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
+        # Shielded: a cancelled await would leave the stub committed on the database thread but not in `made`.
+        with anyio.CancelScope(shield=True):
+            node, created = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
         if created and made is not None:
             made.append(node.id)
         if node.id == source_id:  # the graph changed since the check (a note renamed meanwhile)

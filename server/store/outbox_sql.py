@@ -114,10 +114,10 @@ def purge_and_queue(conn: Any, node_id: str, name: str, path: str, now: str) -> 
     return purged
 
 
-def decide_and_queue(conn: Any, insight_id: str, status: str, now: str) -> None:
-    """Record a decision on an insight and queue its vault record."""
+def decide_and_queue(conn: Any, insight_id: str, status: str, now: str) -> int:
+    """Record a decision on an insight and queue its vault record; returns the queued row's id."""
     insights_sql.set_status(conn, insight_id, status, now)
-    enqueue(conn, InsightRecord(insight_id), now)
+    return enqueue(conn, InsightRecord(insight_id), now)
 
 
 def insight_recorded(conn: Any, insight_id: str) -> bool:
