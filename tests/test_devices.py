@@ -5,7 +5,10 @@ drive would (last writer wins, file times carried over). Each device has its own
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,10 +24,10 @@ RULES = note_rules(load_profile("base", []))
 
 
 class Device:
-    def __init__(self, vault: Path, store: GraphStore) -> None:
+    def __init__(self, vault: Path, store: GraphStore, settle: float = 0) -> None:
         self.vault = vault
         self.store = store
-        self.sync = VaultSync(vault, store, RULES, settle=0)
+        self.sync = VaultSync(vault, store, RULES, settle=settle)
 
     async def nodes(self) -> dict[str, tuple[str, str | None, str]]:
         """id -> (name, path, status) of every node that is not a stub."""
@@ -80,9 +83,11 @@ async def test_a_note_whose_id_was_changed_by_the_other_device_rekeys_its_node(
     devices: tuple[Device, Device],
 ) -> None:
     laptop, desktop = devices
-    # Both devices see the note before either one's id has travelled: each gives it an id of its own.
+    # Both devices have the note, each in a version of its own, before either one's id has travelled: each
+    # gives it an id of its own (the same version would get the same id: the next test).
     for device in devices:
-        (device.vault / "Garden.md").write_text("---\nstatus: draft\n---\nPlans.\n", encoding="utf-8")
+        words = "Plans." if device is laptop else "Plans for the shed."
+        (device.vault / "Garden.md").write_text(f"---\nstatus: draft\n---\n{words}\n", encoding="utf-8")
         (device.vault / "Tools.md").write_text("The spade is in the [[Garden]] shed.\n", encoding="utf-8")
         await device.sync.sync_vault()
     laptop_id = read_id((laptop.vault / "Garden.md").read_bytes())
@@ -108,3 +113,73 @@ async def test_a_note_whose_id_was_changed_by_the_other_device_rekeys_its_node(
     assert [(r["node_id"], r["key"]) for r in history] == [(desktop_id, "status")] * 2
     # Both devices now hold the same notes with the same ids, and nothing more.
     assert set(await laptop.nodes()) == set(await desktop.nodes())
+
+
+def aged(path: Path, seconds: float) -> None:
+    """Give the file the modification time of a save `seconds` ago (as a sync tool carries it)."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+async def test_a_note_from_a_third_device_gets_the_same_id_on_both(devices: tuple[Device, Device]) -> None:
+    """A phone (no engrama) makes a note; the sync tool brings it to the laptop and the desktop, and each
+    gives it its id line. Random ids made the two copies differ: Syncthing set one aside as a conflict copy,
+    a newer-wins tool replaced one device's identity with the other's (found by review)."""
+    laptop, desktop = devices
+    phone = laptop.vault.parent / "phone"
+    phone.mkdir()
+    (phone / "Idea.md").write_text("A greenhouse by the shed.\n", encoding="utf-8")
+    aged(phone / "Idea.md", 120)
+    for device in devices:
+        carry(phone, device.vault, "Idea.md")
+        await device.sync.sync_vault()
+    laptop_copy, desktop_copy = (
+        (laptop.vault / "Idea.md").read_bytes(),
+        (desktop.vault / "Idea.md").read_bytes(),
+    )
+    assert read_id(laptop_copy) is not None
+    assert laptop_copy == desktop_copy
+    assert set(await laptop.nodes()) == set(await desktop.nodes())
+
+
+async def test_a_note_brought_by_a_sync_tool_is_left_to_the_device_where_it_is_typed(tmp_path: Path) -> None:
+    """Found by review: the desktop wrote its id line into the copy of a note the person was still typing on
+    the laptop, as soon as the copy's carried time was `settle` old; that copy was then newer, and the sync
+    tool kept it over the person's next save (with Syncthing the save went to a conflict copy). A note that
+    arrived waits a minute (ARRIVED_QUIET): the laptop's engrama-vault writes its line first, and it travels."""
+    from vault_sync.readers import ARRIVED_QUIET
+
+    settle = 1.0
+    vaults = [tmp_path / "laptop", tmp_path / "desktop"]
+    for vault in vaults:
+        vault.mkdir()
+    stores = [await GraphStore.open(tmp_path / f"{v.name}.db") for v in vaults]
+    laptop, desktop = (Device(v, s, settle) for v, s in zip(vaults, stores, strict=True))
+    try:
+        note = laptop.vault / "Draft.md"
+        note.write_text("First paragraph.\n", encoding="utf-8")
+        carry(laptop.vault, desktop.vault, "Draft.md")
+        aged(desktop.vault / "Draft.md", 2 * settle)  # it took the sync tool a moment to bring it
+        await asyncio.sleep(settle + 0.1)  # the person paused: the laptop's own rule lets it write now
+        assert (await desktop.sync.sync_vault()).ids_injected == []
+        assert read_id((desktop.vault / "Draft.md").read_bytes()) is None  # left to the laptop
+        assert desktop.sync.deferred  # and looked at again later
+        await laptop.sync.sync_vault()
+        laptop_id = read_id(note.read_bytes())
+        assert laptop_id is not None
+        carry(laptop.vault, desktop.vault, "Draft.md")  # the laptop's line travels
+        await desktop.sync.sync_vault()
+        assert (desktop.vault / "Draft.md").read_bytes() == note.read_bytes()
+        assert set(await desktop.nodes()) == {laptop_id}
+        # With no engrama-vault where it was typed, the desktop writes it once the note is a minute old.
+        other = desktop.vault / "Phone.md"
+        other.write_text("From the phone.\n", encoding="utf-8")
+        aged(other, 2 * settle)
+        await desktop.sync.sync_vault()
+        assert read_id(other.read_bytes()) is None
+        aged(other, ARRIVED_QUIET + 1)
+        await desktop.sync.sync_paths(["Phone.md"])
+        assert read_id(other.read_bytes()) is not None
+    finally:
+        for store in stores:
+            await store.close()

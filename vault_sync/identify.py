@@ -7,6 +7,7 @@ the old one plus the id, or nothing is returned and the caller leaves the file a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -38,16 +39,22 @@ def _id_entry(new_id: str, *, indent: str = "", newline: str = "\n") -> str:
     return render_entry(ID_KEY, new_id, indent=indent, newline=newline)
 
 
-def new_engrama_id(began: str | None = None) -> str:
+def new_engrama_id(began: str | None = None, seed: bytes | None = None) -> str:
     """A fresh node identity: a UUIDv7 string (RFC 9562), 74 random bits and a millisecond time.
 
     The time is when the note began as far as engrama can tell (`began`: its file's creation or modification
     time, `vault_sync/began.py`) when that is earlier than now, else now. Writing the id line gives the file
-    new times; the id keeps the old evidence, so `as_of` answers the same after the database is rebuilt."""
+    new times; the id keeps the old evidence, so `as_of` answers the same after the database is rebuilt.
+
+    With `seed` (an id-less note's path and bytes, `readers.id_seed`) the 74 bits come from its hash instead:
+    two machines sharing a vault through a sync tool that give the same new note its id then write the same
+    line (its time is the file's carried modification time on both, `file_began`), so the sync tool sees the
+    same bytes on both sides: no conflict copy, no identity replaced by the other machine's."""
     now_ms = time.time_ns() // 1_000_000
     stamped = moment_ms(began)
     ms = stamped if stamped is not None and 0 <= stamped < now_ms else now_ms
-    random = int.from_bytes(os.urandom(10), "big")
+    drawn = hashlib.sha256(seed).digest()[:10] if seed is not None else os.urandom(10)
+    random = int.from_bytes(drawn, "big")
     value = (ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | (random >> 62 & 0xFFF) << 64 | 0b10 << 62
     return str(uuid.UUID(int=value | random & (1 << 62) - 1))
 

@@ -23,6 +23,29 @@ from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
 from vault_sync.writer import MAX_NOTE_BYTES, NoteBusy, Quiet, edit_note
 
+# A note whose modification time is older than the moment its file was written here (its change time; on
+# Windows its creation time) by more than ARRIVAL_MARGIN was not saved here just now: a sync client
+# (Syncthing, Dropbox, iCloud, Obsidian Sync), `cp -p` or `rsync -t` brought it with the time of a save made
+# elsewhere, where the person may still be typing. An id line written here into that copy could win over their
+# next save there (a sync tool keeping the newer file loses the save; Syncthing sets it aside as a conflict
+# copy). So a note that arrived waits until its content is ARRIVED_QUIET seconds old: by then an engrama-vault
+# on the machine where it is typed (which writes after its own settle window) has written the line and the
+# sync tool has brought it here, and there is nothing left to write. A local save sets both times together.
+ARRIVAL_MARGIN = 1.0
+ARRIVED_QUIET = 60.0  # a settle window plus any sync tool's delay (Syncthing gathers changes for 10 s)
+
+
+def arrived(stat: os.stat_result) -> bool:
+    """True when the file's bytes were written here well after its modification time (see ARRIVAL_MARGIN)."""
+    written_ns = getattr(stat, "st_birthtime_ns", stat.st_ctime_ns) if os.name == "nt" else stat.st_ctime_ns
+    return written_ns - stat.st_mtime_ns > ARRIVAL_MARGIN * 1e9
+
+
+def id_seed(path: str, checksum: str) -> bytes:
+    """What a new id for the id-less note at `path` with these bytes is derived from (`identify.new_engrama_id`):
+    two machines giving the same synced note its id write the same line, so their copies stay identical."""
+    return f"{path}\0{checksum}".encode()
+
 
 @dataclass(frozen=True)
 class NoteRules:
@@ -45,6 +68,7 @@ class NoteRead:
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
     id_not_written: str | None = None  # the id line could not be written into it (read-only, JSON...): why
+    arrived: bool = False  # brought by a sync tool or a copy keeping its time (`arrived`), not saved here
 
     def quiet_for(self, now_ns: int | None = None) -> float:
         """Seconds since the file's content last changed: its mtime, which an editor saving (in place or by
@@ -59,13 +83,18 @@ class NoteRead:
         return (now_ns - changed_ns) / 1e9
 
     def may_take_id(self, settle: float) -> bool:
-        """True when engrama may write an id line into this note now: not blank, quiet for `settle` seconds.
+        """True when engrama may write an id line into this note now: not blank, quiet for `window(settle)`.
 
         An editor saving in place truncates the file and writes it a moment later; a rename of the file in
         between would send the editor's write to an unlinked inode (the person's text lost). A blank note
         has nothing to identify yet, and a note changed within `settle` seconds may still be being saved
         or typed into, so both are indexed but left alone until quiet (DESIGN section 2)."""
-        return not self.blank and self.quiet_for() >= settle
+        return not self.blank and self.quiet_for() >= self.window(settle)
+
+    def window(self, settle: float) -> float:
+        """How long the note must be quiet before an id line is written: `settle`, or ARRIVED_QUIET for a note
+        that arrived from elsewhere (settle 0, the person's choice of "at once", stays 0)."""
+        return max(settle, ARRIVED_QUIET) if self.arrived and settle > 0 else settle
 
 
 @dataclass(frozen=True)
@@ -138,7 +167,8 @@ class NoteReader:
             note = replace(self.parse(rel, data), file_began=file_began(stat))  # evidence of its start
         except VaultError as exc:
             return NoteRead(rel, state, error=describe(exc), blank=blank)
-        return NoteRead(rel, state, note, chunks=tuple(chunk_body(note.body)), blank=blank)
+        chunks = tuple(chunk_body(note.body))
+        return NoteRead(rel, state, note, chunks=chunks, blank=blank, arrived=arrived(stat))
 
     def parse(self, rel: str, data: bytes) -> ParsedNote:
         return parse_note(
@@ -182,7 +212,9 @@ class NoteReader:
     def _identify(self, read: NoteRead) -> NoteRead:
         try:
             began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
-            note, state, chunks = self.write_id(read, identify.new_engrama_id(began))
+            assert read.state is not None
+            fresh = identify.new_engrama_id(began, id_seed(read.path, read.state.checksum))
+            note, state, chunks = self.write_id(read, fresh)
         except NoteBusy:
             return read  # being saved right now: the reconcile indexes it and writes its line once quiet
         except (IdLineRefused, NoteReadOnly) as exc:  # indexed all the same (reconcile), saying why

@@ -26,7 +26,7 @@ from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
-from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, same_stat
+from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, id_seed, same_stat
 from vault_sync.report import (
     ARCHIVED,
     CREATED,
@@ -477,7 +477,8 @@ class VaultSync:
                 return NoteOutcome(
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
-            node_id = owner or identify.new_engrama_id(note.file_began)  # stamped with when it began
+            # Stamped with when it began; derived from its path and bytes (`readers.id_seed`).
+            node_id = owner or identify.new_engrama_id(note.file_began, id_seed(read.path, state.checksum))
             busy = False
             takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0
             not_written = read.id_not_written  # the reader tried already
@@ -499,7 +500,8 @@ class VaultSync:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
                 if not read.blank:
-                    self._defer(read.path, self.settle if busy else max(self.settle - quiet, takeover))
+                    wait = read.window(self.settle) - quiet
+                    self._defer(read.path, self.settle if busy else max(wait, takeover))
         claimed.add(node_id)
         existing = refs.get(node_id)  # None for an id given just now
         moved_from = existing.path if existing and existing.path and existing.path != read.path else None
