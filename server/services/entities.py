@@ -151,9 +151,7 @@ async def plan_relations(
         checked.append((rel, target, wanted))
     planned: list[PlannedRelation] = []
     for rel, target, wanted in checked:
-        # Shielded: a cancelled await would leave the stub committed on the database thread but not in `made`.
-        with anyio.CancelScope(shield=True):
-            node, created = await rt.store.write(memory_sql.ensure_target, target, wanted, utc_now())
+        node, created = await _ensure_target(rt, target, wanted)
         if created and made is not None:
             made.append(node.id)
         if node.id == source_id:  # the graph changed since the check (a note renamed meanwhile)
@@ -164,6 +162,15 @@ async def plan_relations(
             was = revival.was if revival is not None else None
         planned.append(PlannedRelation(rel, node, was))
     return planned
+
+
+async def _ensure_target(rt: Runtime, target: str, label: str | None) -> tuple[Node, bool]:
+    """`memory_sql.ensure_target`, shielded from cancellation: a cancelled await would leave a stub committed on
+    the database thread that its caller never heard of (and so could not take out again)."""
+    done: list[tuple[Node, bool]] = []
+    with anyio.CancelScope(shield=True):
+        done.append(await rt.store.write(memory_sql.ensure_target, target, label, utc_now()))
+    return done[0]
 
 
 def _itself(target: str, node: Node) -> str:
