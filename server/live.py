@@ -145,13 +145,13 @@ class LiveSync:
         """Followers retry the lease; the holder keeps its watcher alive. Once per `retry` seconds, cheaply."""
         while True:
             await asyncio.sleep(self._retry)
-            if (lost := self.rt.store.db.check_file()) is not None:
-                log.error("%s", lost)
-                assert self.rt.sync is not None  # live sync runs only with a vault
-                self.rt.sync.writable = False
-                await self._stand_down()
-                return
             try:
+                if (lost := self.rt.store.db.check_file()) is not None:
+                    log.error("%s", lost)
+                    assert self.rt.sync is not None  # live sync runs only with a vault
+                    self.rt.sync.writable = False
+                    await self._stand_down()
+                    return
                 if self.reconciler is None:
                     if self.lease.try_acquire():
                         log.info("the vault lease was free; this process now watches and writes the vault")

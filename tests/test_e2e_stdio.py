@@ -52,11 +52,12 @@ def serve_args(vault: Path, db_path: Path) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def synced_session(
-    vault: Path, db_path: Path, tmp_path: Path, env: dict[str, str] | None = None
+    vault: Path, db_path: Path, tmp_path: Path, env: dict[str, str] | None = None, embedder: str = "none"
 ) -> AsyncIterator[ClientSession]:
-    """A session with the installed server on `vault` over stdio (with `env` added to its environment),
-    initialized, once engrama_sync_vault ran; the server's stderr goes to tmp_path/stderr.log."""
-    params = StdioServerParameters(command=str(COMMAND), args=serve_args(vault, db_path), env=env)
+    """A session with the installed server on `vault` over stdio (with `env` added to its environment and the
+    `embedder` provider), initialized, once engrama_sync_vault ran; its stderr goes to tmp_path/stderr.log."""
+    args = [*serve_args(vault, db_path)[:-1], embedder]
+    params = StdioServerParameters(command=str(COMMAND), args=args, env=env)
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
@@ -343,8 +344,9 @@ async def test_a_database_deleted_under_the_server_is_said_and_the_vault_goes_to
 ) -> None:
     """Found by review: a person resetting the graph (deleting the database, or putting a backup in its place)
     while the server ran got a server that went on in the unlinked file without a word, holding the vault, and
-    a second client on the new file that waited in vain for its queued writes."""
-    async with synced_session(seeded, db_path, tmp_path) as first:
+    a second client on the new file that waited in vain for its queued writes. With an embedder running (the
+    default, with the local model), its worker stops quietly too, and the server exits cleanly."""
+    async with synced_session(seeded, db_path, tmp_path, embedder="fake") as first:
         for side in ("", "-wal", "-shm"):
             Path(f"{db_path}{side}").unlink(missing_ok=True)
         deadline = time.monotonic() + 10
@@ -367,6 +369,8 @@ async def test_a_database_deleted_under_the_server_is_said_and_the_vault_goes_to
             assert (await call(second, "engrama_search", {"query": "embedded SQL"}))["results"]
         message = await error_of(first, "engrama_remember", {"label": "Project", "name": "Other"})
         assert "was deleted or replaced" in message and not (seeded / "Projects/Other.md").exists()
+    log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
+    assert "Traceback" not in log and "engrama-vault serve:" not in log, log
 
 
 async def test_a_database_locked_by_another_program_gives_a_message_that_says_what_to_do(

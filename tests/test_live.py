@@ -437,6 +437,23 @@ async def test_on_a_share_changed_elsewhere_the_vault_is_also_walked_unless_the_
         await reconciler.stop()
 
 
+async def test_a_database_path_that_cannot_be_looked_at_for_a_moment_is_not_taken_for_lost(
+    rt: Runtime, vault: Path, live: LiveSync, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: one failed look at the database's path (a stale NFS handle, a dropped mount) ended the
+    lease upkeep for good (no watcher restarts, no polling, no queued writes) and made the stop raise."""
+
+    def stale(path: Path) -> tuple[int, int] | None:
+        raise OSError(errno.ESTALE, "Stale file handle", str(path))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(database, "_file_id", stale)
+        await asyncio.sleep(2.5)  # two looks of the supervisor, once a second
+    assert live.role == "holder" and rt.store.db.check_file() is None
+    (vault / "After.md").write_text("# After\nwritten once the path answered again\n", encoding="utf-8")
+    await eventually(lambda: node_at(rt, "After.md"), what="the note reconciled")
+
+
 async def test_a_refused_watcher_still_catches_up(
     rt: Runtime, vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -348,3 +348,34 @@ async def test_a_copy_and_the_renamed_original_the_original_keeps_its_identity(
     assert kept is not None and (kept.path, kept.properties) == ("Zettel.md", {"status": "draft"})
     copy_id = read_id((vault / copy_name).read_bytes())
     assert copy_id not in (None, node_id)
+
+
+@pytest.mark.parametrize("by", ["a walk of the vault", "the watcher"])
+async def test_a_backup_of_a_note_restored_at_its_old_path_does_not_take_its_id(
+    vault: Path, store: GraphStore, by: str
+) -> None:
+    """Found by review: an id is derived from a note's path and bytes (two machines give a synced note the same
+    one), so the backup of a note from before its id line, restored where the note was (`cp -p`, Time Machine)
+    after the note was renamed, derived the very id the renamed note carries and took its node away."""
+    sync = engine(vault, store)
+    old = write(vault, "P.md", "---\nstatus: draft\n---\nThe plan.\n")
+    _set_mtime(old, 3600)
+    backup, stat = old.read_bytes(), old.stat()
+    node_id = (await sync.sync_path("P.md")).id
+    assert read_id(old.read_bytes()) == node_id
+    os.rename(old, vault / "Garden.md")
+    await sync.sync_vault()
+    old.write_bytes(backup)  # restored with its time
+    os.utime(old, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    if by == "the watcher":
+        await sync.sync_path("P.md")
+    else:
+        await sync.sync_vault()
+    await sync.sync_vault()
+    assert read_id((vault / "Garden.md").read_bytes()) == node_id
+    kept = await store.get_node(node_id)
+    assert kept is not None and kept.path == "Garden.md" and kept.status == "active"
+    restored = read_id(old.read_bytes())
+    assert restored not in (None, node_id)
+    again = await store.get_node(restored)
+    assert again is not None and again.path == "P.md"

@@ -218,12 +218,12 @@ class LiveReconciler:
     @property
     def polling(self) -> float | None:
         """Seconds between walks of the vault for changes, when a watcher was asked for and the OS refused it,
-        or the vault's file system is one where a watcher misses changes made elsewhere, or the person asked
-        for walks (`poll`); None otherwise (`--no-watch` keeps to the periodic rescan)."""
-        if not self.watch:
-            return None
-        refused = self._refused and not self.watching
-        if not (refused or self.poll or (self._remote is not None and self.poll is None)):
+        or the vault's file system is one where a watcher misses changes made elsewhere (unless `poll` is 0),
+        or the person asked for walks (`poll`, with or without a watcher); None otherwise (`--no-watch` alone
+        keeps to the periodic rescan)."""
+        refused = self.watch and self._refused and not self.watching  # then walks are the only way, always
+        remote = self.watch and self._remote is not None and self.poll is None
+        if not (refused or remote or self.poll):
             return None
         least = self.poll or self.poll_min
         return max(least, min(self._pass_seconds / POLL_SHARE, POLL_MAX))

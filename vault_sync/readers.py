@@ -68,7 +68,7 @@ class NoteRead:
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
     id_not_written: str | None = None  # the id line could not be written into it (read-only, JSON...): why
-    arrived: bool = False  # brought by a sync tool or a copy keeping its time (`arrived`), not saved here
+    arrived: bool = False  # reported as it arrived from elsewhere, not saved here (`arrived`, `read_one`)
 
     def quiet_for(self, now_ns: int | None = None) -> float:
         """Seconds since the file's content last changed: its mtime, which an editor saving (in place or by
@@ -168,7 +168,10 @@ class NoteReader:
         except VaultError as exc:
             return NoteRead(rel, state, error=describe(exc), blank=blank)
         chunks = tuple(chunk_body(note.body))
-        return NoteRead(rel, state, note, chunks=chunks, blank=blank, arrived=arrived(stat))
+        # Only a note reported as it changed (`by_content`: a watcher event) can be arriving while it is typed
+        # elsewhere; one a walk of the vault finds (a first sync, the catch-up at start) waits as usual.
+        came = by_content and arrived(stat)
+        return NoteRead(rel, state, note, chunks=chunks, blank=blank, arrived=came)
 
     def parse(self, rel: str, data: bytes) -> ParsedNote:
         return parse_note(

@@ -103,6 +103,20 @@ _POSTPONED = _Postponed()
 Later = dict[str, None]
 
 
+def _derived_id(read: NoteRead) -> str:
+    """The id a new note gets: stamped with when it began, derived from its path and bytes (`readers.id_seed`),
+    so two machines sharing the vault give a note from a third one the same id."""
+    assert read.note is not None and read.state is not None
+    return identify.new_engrama_id(read.note.file_began, id_seed(read.path, read.state.checksum))
+
+
+def _fresh_id(derived: str | None, refs: Mapping[str, NodeRef], claimed: set[str], began: str | None) -> str:
+    """`derived`, unless a node (or a note of this batch) has that id already: then a random one."""
+    if derived is not None and derived not in refs and derived not in claimed:
+        return derived
+    return identify.new_engrama_id(began)
+
+
 def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool:
     """Whether the file at `rel`, carrying the id of `existing` whose note was elsewhere, may be a copy of that
     note rather than the note itself moved: it is another file (inode) than the one the graph last read there.
@@ -390,10 +404,13 @@ class VaultSync:
         # The nodes the paths belonged to are looked up too: a known path keeps its node's id.
         wanted = [r.note.engrama_id for r in reads if r.note and r.note.engrama_id]
         wanted += [s.node_id for r in reads if r.note and (s := known.get(r.path)) and s.node_id]
-        refs = await self.graph.nodes_by_ids(wanted)
+        # The ids a note without one (or a copy) would get, derived from its path and bytes: one a node has
+        # already (the same bytes restored at that note's old path) is not given again (`_fresh_id`).
+        derived = {r.path: _derived_id(r) for r in reads if r.note is not None and r.state is not None}
+        refs = await self.graph.nodes_by_ids([*wanted, *derived.values()])
         for read in reads:
             prepared = await self._prepare(
-                read, known.get(read.path), dry_run, claimed, refs, later is not None
+                read, known.get(read.path), dry_run, claimed, refs, later is not None, derived.get(read.path)
             )
             if isinstance(prepared, _Postponed):
                 assert later is not None
@@ -413,9 +430,11 @@ class VaultSync:
         claimed: set[str],
         refs: Mapping[str, NodeRef],
         postpone: bool = False,
+        derived: str | None = None,
     ) -> NoteOutcome | _Apply | _Postponed:
         """Decide what one read note means; returns a final outcome or the update to apply (or, with
-        `postpone`, `_POSTPONED` for a note that would take over its path's node)."""
+        `postpone`, `_POSTPONED` for a note that would take over its path's node). `derived`: the id it
+        gets if it needs a new one (`_derived_id`)."""
         if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
             self.deferred.pop(read.path, None)
         if read.missing:
@@ -434,7 +453,10 @@ class VaultSync:
             return NoteOutcome(read.path, UNCHANGED, id=known.node_id if known else None)
         note, state, chunks, injected = read.note, read.state, read.chunks, read.injected
         node_id = note.engrama_id
-        if not injected and node_id is not None:
+        # An id the reader just derived and wrote is the note's own, unless a node has it already (the same
+        # path and bytes as a note given that id before: a backup of it restored where it was). Then it is
+        # decided as a carried id is: a copy of the note that has it gets an id of its own.
+        if node_id is not None and (not injected or node_id in refs or node_id in claimed):
             carried = refs.get(node_id)  # the node of the id the note carries (None: never seen)
             if await self._another_spelling(read.path, carried):
                 return NoteOutcome(read.path, IGNORED, id=node_id)
@@ -477,8 +499,7 @@ class VaultSync:
                 return NoteOutcome(
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
-            # Stamped with when it began; derived from its path and bytes (`readers.id_seed`).
-            node_id = owner or identify.new_engrama_id(note.file_began, id_seed(read.path, state.checksum))
+            node_id = owner or _fresh_id(derived, refs, claimed, note.file_began)
             busy = False
             takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0
             not_written = read.id_not_written  # the reader tried already

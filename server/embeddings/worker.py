@@ -29,6 +29,7 @@ from server.embeddings.factory import configured_embedder
 from server.embeddings.priority import priority
 from server.runtime import Runtime
 from server.store import vectors_sql
+from server.store.database import DatabaseProblem
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,9 @@ class EmbeddingWorker:
                 await self._pause(delay)
                 delay = min(delay * 2, RETRY_MAX)
                 continue
+            except DatabaseProblem as exc:  # the database file went away under the server: nothing to do now
+                log.warning("embedding stopped: %s", exc)
+                return
             except Exception:  # the outermost handler of a background task: log, back off, keep serving
                 log.exception("embedding worker failed; retrying in %.0fs", delay)
                 mark_degraded(self.rt, "the embedding worker hit an unexpected error (see the log)")

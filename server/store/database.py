@@ -236,7 +236,7 @@ def connect_aside(path: Path, *, vec: bool, vec_extension: str | None = None) ->
 
 
 def _file_id(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the file at `path`; None when there is none."""
+    """(device, inode) of the file at `path`; None when there is none (other failures raise OSError)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -273,7 +273,10 @@ class Database:
         self._bursting = False  # the main connection has WRITE_CACHE_KIB (see there)
         self._last_write = 0.0
         self._cache_kib = CACHE_MIN_KIB  # the main connection's own size, read once it is open (`open`)
-        self._file = _file_id(path)  # which file this handle opened (`check_file`)
+        try:
+            self._file = _file_id(path)  # which file this handle opened (`check_file`)
+        except OSError:
+            self._file = None  # cannot be told: never taken for lost
         self.lost: str | None = None  # set once the file at `path` is no longer that one
 
     @classmethod
@@ -307,7 +310,13 @@ class Database:
         person reset the graph, a backup or a sync client put another file there), what to do about it, and
         every later call fails with that message: this handle reads and writes a file nobody else sees, so a
         second process on the new file would wait in vain for this one's writes, or both would hold the vault."""
-        if self.lost is None and _file_id(self.path) != self._file:
+        if self.lost is not None or self._file is None:
+            return self.lost
+        try:
+            now = _file_id(self.path)
+        except OSError:  # cannot be told now (a share gone stale, a dropped mount): not a loss
+            return None
+        if now != self._file:
             self.lost = (
                 f"the database {self.path} was deleted or replaced while engrama-vault was running (nothing in "
                 "the vault is lost); restart the engrama server (quit and reopen the assistant, or restart it "

@@ -533,13 +533,13 @@ def compose_names(conn: Any, now: str) -> None:
     conn.executemany("update note_links set key = ?, stem = ? where rowid = ?", links)
     changed = {k[3] for k in keys} | {k for key, stem, _ in links for k in (key, stem) if k is not None}
     # A stub stood in for a name that a note holds now that both are spelled alike: it gives way to the note, as
-    # when a note appears under a stub's name (where one note alone holds the name).
+    # when a note appears under a stub's name (where one live note alone holds the name).
     for key in sorted(changed):
         holders = [
             r[0]
             for r in conn.execute(
                 "select distinct k.node_id from node_keys k join nodes n on n.id = k.node_id "
-                "where k.key = ? and n.status != 'stub'",
+                "where k.key = ? and n.status not in ('stub', 'archived')",
                 (key,),
             )
         ]
