@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,8 +44,9 @@ def arrived(stat: os.stat_result) -> bool:
 
 def id_seed(path: str, checksum: str) -> bytes:
     """What a new id for the id-less note at `path` with these bytes is derived from (`identify.new_engrama_id`):
-    two machines giving the same synced note its id write the same line, so their copies stay identical."""
-    return f"{path}\0{checksum}".encode()
+    two machines giving the same synced note its id write the same line, so their copies stay identical. The
+    path is composed (NFC): a Mac may spell an accented name decomposed where Linux and Windows compose it."""
+    return f"{unicodedata.normalize('NFC', path)}\0{checksum}".encode()
 
 
 @dataclass(frozen=True)
