@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_reflect_support import VaultBuilder, synced
+from test_reflect_support import VaultBuilder, projects_sharing, synced
 
 from server.reflect.service import (
     InsightAlreadyDecided,
@@ -222,12 +222,8 @@ async def test_a_decision_cut_short_is_still_recorded_in_the_vault_and_survives_
 
     from server.services.outbox import drain
 
-    b = VaultBuilder(vault)
     techs = [f"Tech{i:02d}" for i in range(12)]
-    for tech in techs:
-        b.note("Technologies", tech, "Technology")
-    b.note("Projects", "Alpha", "Project", relations={"USES": techs})
-    b.note("Projects", "Beta", "Project", relations={"USES": techs})
+    projects_sharing(VaultBuilder(vault), techs)
     async with synced(vault, db_path) as rt:
         insights = (await reflect(rt)).insights
         assert len(insights) == len(techs)

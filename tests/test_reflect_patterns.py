@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_reflect_support import VaultBuilder, entity_ids, found, synced
+from test_reflect_support import VaultBuilder, entity_ids, found, projects_sharing, synced
 
 from server.reflect.confidence import support
 from server.reflect.service import PATTERN_NAMES, ReflectError, reflect
@@ -216,11 +216,7 @@ async def test_insight_notes_are_not_entities_of_patterns(b, vault, db_path) -> 
 
 
 async def test_each_run_keeps_at_most_25_insights_per_pattern(b, vault, db_path) -> None:
-    techs = [f"Tool {i:02d}" for i in range(30)]
-    for tech in techs:
-        b.note("Technologies", tech, "Technology")
-    b.note("Projects", "Alpha", "Project", relations={"USES": techs})
-    b.note("Projects", "Beta", "Project", relations={"USES": techs})
+    projects_sharing(b, [f"Tool {i:02d}" for i in range(30)])
     async with synced(vault, db_path) as rt:
         first = await reflect(rt, ["shared_technology"])
         second = await reflect(rt, ["shared_technology"])

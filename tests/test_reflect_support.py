@@ -67,6 +67,15 @@ class VaultBuilder:
 
 
 @asynccontextmanager
+def projects_sharing(b: VaultBuilder, techs: Sequence[str]) -> None:
+    """Notes for `techs` and two projects, Alpha and Beta, that both use every one: one shared-technology
+    insight per technology."""
+    for tech in techs:
+        b.note("Technologies", tech, "Technology")
+    b.note("Projects", "Alpha", "Project", relations={"USES": list(techs)})
+    b.note("Projects", "Beta", "Project", relations={"USES": list(techs)})
+
+
 async def synced(vault: Path, db_path: Path, modules: Sequence[str] = ()) -> AsyncIterator[Runtime]:
     """A runtime on `vault` whose graph has just been synced from the notes."""
     settings = build_settings(
