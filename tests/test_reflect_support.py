@@ -66,7 +66,6 @@ class VaultBuilder:
         return (self.root / self.paths[name]).read_bytes()
 
 
-@asynccontextmanager
 def projects_sharing(b: VaultBuilder, techs: Sequence[str]) -> None:
     """Notes for `techs` and two projects, Alpha and Beta, that both use every one: one shared-technology
     insight per technology."""
@@ -76,6 +75,7 @@ def projects_sharing(b: VaultBuilder, techs: Sequence[str]) -> None:
     b.note("Projects", "Beta", "Project", relations={"USES": list(techs)})
 
 
+@asynccontextmanager
 async def synced(vault: Path, db_path: Path, modules: Sequence[str] = ()) -> AsyncIterator[Runtime]:
     """A runtime on `vault` whose graph has just been synced from the notes."""
     settings = build_settings(
