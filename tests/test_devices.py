@@ -146,7 +146,7 @@ async def test_a_note_brought_by_a_sync_tool_is_left_to_the_device_where_it_is_t
     """Found by review: the desktop wrote its id line into the copy of a note the person was still typing on
     the laptop, as soon as the copy's carried time was `settle` old; that copy was then newer, and the sync
     tool kept it over the person's next save (with Syncthing the save went to a conflict copy). A note that
-    arrived waits a minute (ARRIVED_QUIET): the laptop's engrama-vault writes its line first, and it travels."""
+    arrived waits half a minute (ARRIVED_QUIET): the laptop's engrama-vault writes its line first, and it travels."""
     from vault_sync.readers import ARRIVED_QUIET
 
     settle = 1.0
@@ -172,7 +172,7 @@ async def test_a_note_brought_by_a_sync_tool_is_left_to_the_device_where_it_is_t
         await desktop.sync.sync_path("Draft.md")
         assert (desktop.vault / "Draft.md").read_bytes() == note.read_bytes()
         assert set(await desktop.nodes()) == {laptop_id}
-        # With no engrama-vault where it was typed, the desktop writes it once the note is a minute old.
+        # With no engrama-vault where it was typed, the desktop writes it once the note is ARRIVED_QUIET old.
         other = desktop.vault / "Phone.md"
         other.write_text("From the phone.\n", encoding="utf-8")
         aged(other, 2 * settle)

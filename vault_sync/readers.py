@@ -33,7 +33,9 @@ from vault_sync.writer import MAX_NOTE_BYTES, NoteBusy, Quiet, edit_note
 # on the machine where it is typed (which writes after its own settle window) has written the line and the
 # sync tool has brought it here, and there is nothing left to write. A local save sets both times together.
 ARRIVAL_MARGIN = 1.0
-ARRIVED_QUIET = 60.0  # a settle window plus any sync tool's delay (Syncthing gathers changes for 10 s)
+# The settle window there (3 s) plus a sync tool's delay (Syncthing gathers changes for 10 s before it sends;
+# Dropbox and Obsidian Sync take a few seconds), twice over.
+ARRIVED_QUIET = 30.0
 
 
 def arrived(stat: os.stat_result) -> bool:
