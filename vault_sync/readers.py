@@ -51,6 +51,13 @@ def id_seed(path: str, checksum: str) -> bytes:
     return f"{unicodedata.normalize('NFC', path)}\0{checksum}".encode()
 
 
+def derived_id(read: NoteRead) -> str:
+    """The id a new note gets: stamped with when it began, derived from its path and bytes (`id_seed`), so two
+    machines sharing the vault give a note from a third one the same id."""
+    assert read.note is not None and read.state is not None
+    return identify.new_engrama_id(read.note.file_began, id_seed(read.path, read.state.checksum))
+
+
 @dataclass(frozen=True)
 class NoteRules:
     """What the active profile tells the parser: folder -> label map and label canonicalisation."""
@@ -218,10 +225,7 @@ class NoteReader:
 
     def _identify(self, read: NoteRead) -> NoteRead:
         try:
-            began = read.note.file_began if read.note else None  # the id keeps it (identify.new_engrama_id)
-            assert read.state is not None
-            fresh = identify.new_engrama_id(began, id_seed(read.path, read.state.checksum))
-            note, state, chunks = self.write_id(read, fresh)
+            note, state, chunks = self.write_id(read, derived_id(read))
         except NoteBusy:
             return read  # being saved right now: the reconcile indexes it and writes its line once quiet
         except (IdLineRefused, NoteReadOnly) as exc:  # indexed all the same (reconcile), saying why

@@ -26,7 +26,7 @@ from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
-from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, describe, id_seed, same_stat
+from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, derived_id, describe, same_stat
 from vault_sync.report import (
     ARCHIVED,
     CREATED,
@@ -101,20 +101,6 @@ class _Postponed:
 _POSTPONED = _Postponed()
 # The paths of the notes postponed by `_prepare` (`_POSTPONED`), in the order met, each once (a dict as ordered set).
 Later = dict[str, None]
-
-
-def _derived_id(read: NoteRead) -> str:
-    """The id a new note gets: stamped with when it began, derived from its path and bytes (`readers.id_seed`),
-    so two machines sharing the vault give a note from a third one the same id."""
-    assert read.note is not None and read.state is not None
-    return identify.new_engrama_id(read.note.file_began, id_seed(read.path, read.state.checksum))
-
-
-def _fresh_id(derived: str | None, refs: Mapping[str, NodeRef], claimed: set[str], began: str | None) -> str:
-    """`derived`, unless a node (or a note of this batch) has that id already: then a random one."""
-    if derived is not None and derived not in refs and derived not in claimed:
-        return derived
-    return identify.new_engrama_id(began)
 
 
 def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool:
@@ -404,9 +390,9 @@ class VaultSync:
         # The nodes the paths belonged to are looked up too: a known path keeps its node's id.
         wanted = [r.note.engrama_id for r in reads if r.note and r.note.engrama_id]
         wanted += [s.node_id for r in reads if r.note and (s := known.get(r.path)) and s.node_id]
-        # The ids a note without one (or a copy) would get, derived from its path and bytes: one a node has
-        # already (the same bytes restored at that note's old path) is not given again (`_fresh_id`).
-        derived = {r.path: _derived_id(r) for r in reads if r.note is not None and r.state is not None}
+        # The ids the notes without one would get, derived from their path and bytes: one a node has already
+        # (the same bytes restored at that note's old path) is not given again (`_fresh_id`).
+        derived = {r.path: derived_id(r) for r in reads if r.note and not r.note.engrama_id and r.state}
         refs = await self.graph.nodes_by_ids([*wanted, *derived.values()])
         for read in reads:
             prepared = await self._prepare(
@@ -433,8 +419,8 @@ class VaultSync:
         derived: str | None = None,
     ) -> NoteOutcome | _Apply | _Postponed:
         """Decide what one read note means; returns a final outcome or the update to apply (or, with
-        `postpone`, `_POSTPONED` for a note that would take over its path's node). `derived`: the id it
-        gets if it needs a new one (`_derived_id`)."""
+        `postpone`, `_POSTPONED` for a note that would take over its path's node). `derived`: the id an id-less
+        note gets if it needs a new one (`readers.derived_id`), looked up with its batch."""
         if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
             self.deferred.pop(read.path, None)
         if read.missing:
@@ -499,7 +485,7 @@ class VaultSync:
                 return NoteOutcome(
                     read.path, FAILED, error="waiting for the process that holds the vault lease"
                 )
-            node_id = owner or _fresh_id(derived, refs, claimed, note.file_began)
+            node_id = owner or await self._fresh_id(read, derived, refs, claimed)
             busy = False
             takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0
             not_written = read.id_not_written  # the reader tried already
@@ -531,6 +517,19 @@ class VaultSync:
             return NoteOutcome(read.path, action, id=node_id, moved_from=moved_from)
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
         return _Apply(update, injected, moved_from, owed, not_written)
+
+    async def _fresh_id(
+        self, read: NoteRead, derived: str | None, refs: Mapping[str, NodeRef], claimed: set[str]
+    ) -> str:
+        """The note's derived id (`readers.derived_id`; for a copy, derived and looked up now), unless a node or
+        a note of this batch has it already: then a random one."""
+        assert read.note is not None
+        if derived is None:
+            derived = derived_id(read)
+            taken = derived in claimed or bool(await self.graph.nodes_by_ids([derived]))
+        else:
+            taken = derived in refs or derived in claimed
+        return identify.new_engrama_id(read.note.file_began) if taken else derived
 
     def _takeover_wait(self, read: NoteRead, owner: str | None, known: FileState | None) -> float:
         """Seconds to wait before the id of the node at this path (`owner`) is written into the id-less note now

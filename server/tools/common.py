@@ -46,11 +46,8 @@ def tool_errors() -> Iterator[None]:
         yield
     except ToolError:
         raise
-    except (ValueError, VaultError, NoVaultConfigured) as exc:  # ValueError: ServiceError, ProfileError...
-        raise ToolError(str(exc)) from exc
-    except (
-        DatabaseProblem
-    ) as exc:  # the file was deleted or replaced under the server: the message says what to do
+    # ValueError: ServiceError, ProfileError...; DatabaseProblem: the database file was deleted or replaced.
+    except (ValueError, VaultError, NoVaultConfigured, DatabaseProblem) as exc:
         raise ToolError(str(exc)) from exc
     except DatabaseError as exc:  # locked by another program, disk full, damaged: say what to do
         raise ToolError(
