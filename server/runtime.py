@@ -21,7 +21,7 @@ from server.store import GraphStore
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
-from vault_sync.writer import Quiet
+from vault_sync.writer import ARRIVED_QUIET, Quiet
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,14 @@ class Runtime:
 
         `vault_sync.writer.edit_note` waits until the note has been quiet for the sync's settle window (the
         same window the watcher obeys before it writes an id), or is exactly as the graph last read it, and
-        otherwise refuses with `NoteBusy`, writing nothing. None when no settle window is set."""
+        otherwise refuses with `NoteBusy`, writing nothing. A note holding a save a sync tool brought from
+        another computer is written once that save is ARRIVED_QUIET old, as an id line is (the person may still
+        be typing there). None when no settle window is set."""
         if self.sync is None or self.sync.settle <= 0:
             return None
         state = await self.store.file_state(rel)
         seen = (state.size, state.mtime_ns) if state is not None else None
-        return Quiet(self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE)
+        return Quiet(self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE, brought=ARRIVED_QUIET)
 
 
 async def remove_leftovers(vault: Path) -> None:

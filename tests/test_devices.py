@@ -201,3 +201,49 @@ async def test_a_vault_copied_with_its_times_gets_its_id_lines_at_the_first_sync
     finally:
         await store.close()
     assert sorted(report.ids_injected) == ["Note 0.md", "Note 1.md", "Note 2.md"]
+
+
+async def test_the_assistant_does_not_write_into_a_note_the_person_is_typing_on_another_computer(
+    tmp_path: Path,
+) -> None:
+    """Found by review (two computers, a newer-file-wins sync tool): the person types a note on the laptop; the
+    assistant on the desktop appended an observation to the desktop's copy, a version behind; that copy, now
+    the newer file, replaced the laptop's and the sentence typed in between was gone from both. Through the
+    real server over stdio: a tool write into a note that a sync tool brought less than half a minute after
+    its save says so and writes nothing; once that save is older, it lands."""
+    from tests.test_e2e_stdio import COMMAND, call, error_of, synced_session
+    from vault_sync.readers import ARRIVED_QUIET
+
+    if not COMMAND.exists():
+        pytest.skip("engrama-vault is not installed in this venv")
+    vault = tmp_path / "desktop"
+    (vault / "Projects").mkdir(parents=True)
+    note = vault / "Projects/Harbor.md"
+    note.write_text("---\ntype: Project\n---\nHarbor ships in May.\n", encoding="utf-8")
+    async with synced_session(vault, tmp_path / "desktop.db", tmp_path) as session:
+        # The sync tool brings the laptop's newer version, saved there 3 s ago, with its time.
+        laptop = note.read_text(encoding="utf-8") + "Typed on the laptop: the crane is booked.\n"
+        note.write_text(laptop, encoding="utf-8")
+        aged(note, 3)
+        deadline = time.monotonic() + 10
+        while not (await call(session, "engrama_search", {"query": "crane booked"}))["results"]:
+            assert time.monotonic() < deadline, "the version the sync tool brought was never read"
+            await asyncio.sleep(0.2)
+        said = await error_of(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Harbor", "observation": "Budget signed."},
+        )
+        assert "another computer" in said and "Try again in" in said
+        assert note.read_text(encoding="utf-8") == laptop
+        # The laptop's save is now older than the half minute: the person has left the note there.
+        aged(note, ARRIVED_QUIET + 1)
+        done = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Harbor", "observation": "Budget signed."},
+        )
+        assert done["path"] == "Projects/Harbor.md"
+        text = note.read_text(encoding="utf-8")
+        assert text.startswith(laptop.split("\n", 2)[0]) and "the crane is booked" in text
+        assert "Budget signed." in text

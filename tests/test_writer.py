@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -376,3 +377,44 @@ def test_tool_calls_queued_on_a_note_being_typed_into_give_up_together_not_one_a
         typist.join()
     assert len(busy) == 6 and b"fact" not in note.read_bytes()
     assert took < 4 * quiet.wait, took  # one after another would take six waits
+
+
+def test_a_note_a_sync_tool_just_brought_is_not_written_until_half_a_minute_after_its_save(
+    vault: Path,
+) -> None:
+    """Found by review (two computers, a sync tool keeping the newer file): the assistant on one computer wrote
+    into its copy of a note the person was typing on the other; that copy, newer, replaced their next save
+    there. A tool write now waits, as an id line does, until the save it would build on is ARRIVED_QUIET old:
+    it says so at once when that is further off than it may wait, and writes nothing."""
+    import time
+
+    from vault_sync.writer import ARRIVED_QUIET
+
+    note = vault / "Projects" / "Engrama.md"
+    then = time.time() - 4  # saved 4 s ago on the other computer; written here now (its change time)
+    os.utime(note, (then, then))
+    st = note.stat()
+    quiet = Quiet(settle=2.0, seen=(st.st_size, st.st_mtime_ns), wait=1.0, brought=ARRIVED_QUIET)
+    started = time.monotonic()
+    with pytest.raises(NoteBusy, match="another computer") as caught:
+        edit_note(vault, "Projects/Engrama.md", append(b"fact\r\n"), quiet=quiet)
+    assert time.monotonic() - started < quiet.wait  # no use waiting a second for what takes 26
+    assert re.search(r"Try again in 2[56] s", str(caught.value)) and note.read_bytes() == NOTE
+    # Just under the half minute: the write waits the rest of it, then lands.
+    then = time.time() - ARRIVED_QUIET + 0.5
+    os.utime(note, (then, then))
+    started = time.monotonic()
+    edit_note(vault, "Projects/Engrama.md", append(b"fact\r\n"), quiet=quiet)
+    assert time.monotonic() - started >= 0.4 and note.read_bytes() == NOTE + b"fact\r\n"
+
+
+def test_an_edit_that_does_not_ask_for_the_wait_writes_a_note_a_sync_tool_brought(vault: Path) -> None:
+    """The id-line writer judges arrivals itself (a first sync writes the lines of a vault copied with its
+    times at once); its edits do not ask for the wait (`brought` 0)."""
+    import time
+
+    note = vault / "Projects" / "Engrama.md"
+    then = time.time() - 4
+    os.utime(note, (then, then))
+    edit_note(vault, "Projects/Engrama.md", append(b"fact\r\n"), quiet=Quiet(settle=2.0, seen=None, wait=0.5))
+    assert note.read_bytes() == NOTE + b"fact\r\n"

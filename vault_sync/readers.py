@@ -22,26 +22,7 @@ from vault_sync.errors import IdLineRefused, NoteReadOnly, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
-from vault_sync.writer import MAX_NOTE_BYTES, NoteBusy, Quiet, edit_note
-
-# A note whose modification time is older than the moment its file was written here (its change time; on
-# Windows its creation time) by more than ARRIVAL_MARGIN was not saved here just now: a sync client
-# (Syncthing, Dropbox, iCloud, Obsidian Sync), `cp -p` or `rsync -t` brought it with the time of a save made
-# elsewhere, where the person may still be typing. An id line written here into that copy could win over their
-# next save there (a sync tool keeping the newer file loses the save; Syncthing sets it aside as a conflict
-# copy). So a note that arrived waits until its content is ARRIVED_QUIET seconds old: by then an engrama-vault
-# on the machine where it is typed (which writes after its own settle window) has written the line and the
-# sync tool has brought it here, and there is nothing left to write. A local save sets both times together.
-ARRIVAL_MARGIN = 1.0
-# The settle window there (3 s) plus a sync tool's delay (Syncthing gathers changes for 10 s before it sends;
-# Dropbox and Obsidian Sync take a few seconds), twice over.
-ARRIVED_QUIET = 30.0
-
-
-def arrived(stat: os.stat_result) -> bool:
-    """True when the file's bytes were written here well after its modification time (see ARRIVAL_MARGIN)."""
-    written_ns = getattr(stat, "st_birthtime_ns", stat.st_ctime_ns) if os.name == "nt" else stat.st_ctime_ns
-    return written_ns - stat.st_mtime_ns > ARRIVAL_MARGIN * 1e9
+from vault_sync.writer import ARRIVED_QUIET, MAX_NOTE_BYTES, NoteBusy, Quiet, arrived, edit_note
 
 
 def id_seed(path: str, checksum: str) -> bytes:

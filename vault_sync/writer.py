@@ -42,6 +42,7 @@ import dataclasses
 import errno
 import itertools
 import logging
+import math
 import os
 import stat
 import sys
@@ -122,6 +123,26 @@ _OPEN_EXCL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 
 
+# A note whose modification time is older than the moment its file was written here (its change time; on
+# Windows its creation time) by more than ARRIVAL_MARGIN was not saved here just now: a sync client
+# (Syncthing, Dropbox, iCloud, Obsidian Sync), `cp -p` or `rsync -t` brought it with the time of a save made
+# elsewhere, where the person may still be typing. An id line written here into that copy could win over their
+# next save there (a sync tool keeping the newer file loses the save; Syncthing sets it aside as a conflict
+# copy). So a note that arrived waits until its content is ARRIVED_QUIET seconds old: by then an engrama-vault
+# on the machine where it is typed (which writes after its own settle window) has written the line and the
+# sync tool has brought it here, and there is nothing left to write. A local save sets both times together.
+ARRIVAL_MARGIN = 1.0
+# The settle window there (3 s) plus a sync tool's delay (Syncthing gathers changes for 10 s before it sends;
+# Dropbox and Obsidian Sync take a few seconds), twice over.
+ARRIVED_QUIET = 30.0
+
+
+def arrived(stat: os.stat_result) -> bool:
+    """True when the file's bytes were written here well after its modification time (see ARRIVAL_MARGIN)."""
+    written_ns = getattr(stat, "st_birthtime_ns", stat.st_ctime_ns) if os.name == "nt" else stat.st_ctime_ns
+    return written_ns - stat.st_mtime_ns > ARRIVAL_MARGIN * 1e9
+
+
 class NoteBusy(VaultError):
     """The note is being saved or typed into right now; nothing was written (try again in a few seconds)."""
 
@@ -133,11 +154,18 @@ class Quiet:
     An editor saving in place truncates the file and writes it a moment later; replacing the file in between
     sends its write to an unlinked inode. So an edit waits until the note has not changed for `settle`
     seconds, or until it is exactly as the graph last read it (`seen`: size and mtime; then no save has
-    started since), for at most `wait` seconds, and otherwise gives up with `NoteBusy`."""
+    started since), for at most `wait` seconds, and otherwise gives up with `NoteBusy`.
+
+    `brought` (seconds; 0: no such wait) is for a note holding a save made elsewhere (`arrived`): the edit waits
+    until that save is `brought` seconds old, whatever the graph has read, since the person may still be typing
+    on the computer it came from; it gives up at once when that is further off than `wait`. Tool writes ask
+    for ARRIVED_QUIET; the id-line writer leaves it at 0, having judged that already (`readers.NoteRead.window`:
+    a vault copied with its times gets its lines at the first sync)."""
 
     settle: float
     seen: tuple[int, int] | None = None
     wait: float = 0.0
+    brought: float = 0.0
 
 
 class NoteExists(VaultError):
@@ -301,10 +329,24 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat
     warned = False
     while True:
         data, st = _read_stable(real, rel)
+        age = time.time() - st.st_mtime_ns / 1e9
+        if 0 <= age < quiet.brought and arrived(st):
+            # Brought by a sync tool from the computer where it was saved moments ago, where the person may still
+            # be typing: a copy written here could win over their next save there (a sync tool keeping the
+            # newer file drops it). As an id line, it is written once that save is `brought` seconds old.
+            left = deadline - time.monotonic()
+            if quiet.brought - age > left:
+                raise NoteBusy(
+                    f"{rel} holds a save made {age:.0f} s ago that reached this computer only later (a sync tool "
+                    "bringing it from another computer, where the person may still be typing it); engrama wrote "
+                    "nothing, so an older copy written here cannot win over their next save there. Try again in "
+                    f"{math.ceil(quiet.brought - age)} s"
+                )
+            time.sleep(min(quiet.brought - age, 0.25))
+            continue
         if st.st_size and (quiet.seen == (st.st_size, st.st_mtime_ns) or _as_we_wrote(real, st)):
             return data, st  # as the graph last read it, or as our last write left it: no save has started
             # since (an empty file may be one)
-        age = time.time() - st.st_mtime_ns / 1e9
         settled = age >= quiet.settle or age < 0  # a future mtime was not set by a save on this machine
         # An empty file is what a save in place looks like half way (truncated, not yet written): an edit on it
         # would replace it and send the editor's text to an unlinked inode. So it is edited only once the
