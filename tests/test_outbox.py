@@ -230,6 +230,52 @@ async def test_a_write_into_a_malformed_note_waits_visibly_until_the_note_is_fix
         await eventually(lambda: _drained(session), 20, "the outbox emptying")
 
 
+async def test_a_followers_write_into_a_note_just_brought_from_another_computer_lands_once_that_save_is_older(
+    vault: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder writes a queued change under the same rule as its own tool calls: not into a note whose last
+    save a sync tool brought from another computer under half a minute ago (the person may still be typing it
+    there). The row waits, saying why, and lands once that save is older. (The holder runs with the
+    production settle window: without one, the person's choice of "at once", nothing waits.)"""
+
+    from vault_sync.writer import ARRIVED_QUIET
+
+    monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", "3")
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    holder = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        await _write_lands_after_the_wait(holder, vault, db_path, tmp_path, ARRIVED_QUIET)
+    finally:
+        holder.stop()
+        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
+    log = holder.log.read_text(encoding="utf-8")
+    assert log.count("waits: Projects/Atlas.md holds a save made") == 1  # said once, not every second
+
+
+async def _write_lands_after_the_wait(
+    holder: Holder, vault: Path, db_path: Path, tmp_path: Path, arrived_quiet: float
+) -> None:
+    import os
+    import time
+
+    await started(holder, vault)
+    note = vault / "Projects/Atlas.md"
+    laptop = text(vault, "Projects/Atlas.md") + "Typed on the laptop.\n"
+    note.write_text(laptop, encoding="utf-8")
+    then = time.time() - 5  # saved on the laptop 5 s ago, brought here now
+    os.utime(note, (then, then))
+    async with follower(vault, db_path, tmp_path / "follower.log") as session:
+        await call(session, "engrama_relate", {"source": "Atlas", "rel_type": "USES", "target": "Zig"})
+        waiting = await eventually(lambda: _failing(session), 20, "the write waiting visibly")
+        assert "another computer" in waiting["error"] and text(vault, "Projects/Atlas.md") == laptop
+        then = time.time() - arrived_quiet - 1  # the person has left the note there
+        os.utime(note, (then, then))
+        await eventually(lambda: '"[[Zig]]"' in text(vault, "Projects/Atlas.md"), 20)
+        assert "Typed on the laptop." in text(vault, "Projects/Atlas.md")
+        await eventually(lambda: _drained(session), 20, "the outbox emptying")
+
+
 async def _failing(session: ClientSession) -> dict[str, Any] | None:
     found = await outbox_of(session)
     return found if found.get("error") else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from datetime import date
 
@@ -85,17 +86,22 @@ async def _apply_row(rt: Runtime, row: QueuedRow) -> bool:
         node_id = await _apply(rt, decode(row.kind, row.payload))
     except RETRYABLE as exc:
         error = str(exc) or type(exc).__name__
-        if error != row.last_error:  # say it once, not every second
+        if _gist(error) != _gist(row.last_error):  # say it once, not every second
             log.warning("a queued write (%s %s) waits: %s", row.kind, row.subject, error)
     except Exception as exc:  # the outermost handler of one row: keep the row, log the bug, go on
         error = f"{type(exc).__name__}: {exc}"
-        if error != row.last_error:
+        if _gist(error) != _gist(row.last_error):
             log.exception("a queued write (%s %s) failed unexpectedly", row.kind, row.subject)
     else:
         await rt.store.write(outbox_sql.applied, row.id, node_id, utc_now())
         return True
     await rt.store.write(outbox_sql.failed, row.id, error, utc_now())
     return False
+
+
+def _gist(error: str | None) -> str | None:
+    """An error without its figures: "changed 1.2 s ago" and "changed 2.3 s ago" are one reason, logged once."""
+    return None if error is None else re.sub(r"\d+(?:\.\d+)?", "#", error)
 
 
 async def _apply(rt: Runtime, change: Change) -> str | None:
