@@ -565,3 +565,29 @@ def test_the_atomic_exchange_is_looked_up_where_the_system_has_one() -> None:
     assert writer._load_rename("exchange", "win32") is None
     assert writer._load_rename("exchange", "darwin", object()) is None  # macOS before 10.12: no renamex_np
     assert writer._load_rename("exchange", "linux", object()) is None  # a C library without renameat2
+
+
+def test_a_save_written_in_two_parts_with_a_pause_between_is_put_back_whole(tmp_path: Path) -> None:
+    """Found by review: an editor that paused in the middle of its save (longer than orphans.STILL) had its
+    first part put back as if it were the whole save, the descriptor closed, and the rest written into a file
+    no name pointed to: 21 of 45 lines lost, no conflict copy. A put-back is now provisional: the rest is
+    put back too, over the first part, with the tool's edit on it once."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nThe person's first line.\n")
+    holder: dict[str, int] = {}
+    opening = editor_opening_during(note, holder)
+    edit_note(tmp_path, "Topic.md", lambda data: opening(data) and data + MARK)  # an edit applied twice shows
+    saved = b"# Topic\nThe person's first line.\n" + b"".join(
+        f"Line {i:02d} typed before the save.\n".encode() for i in range(40)
+    )
+    fd, half = holder["fd"], len(saved) // 2
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, saved[:half], 0)
+    wait_for(lambda: note.read_bytes() == add_mark(saved[:half]))  # the first part, put back provisionally
+    time.sleep(orphans.STILL)
+    os.pwrite(fd, saved[half:], half)
+    os.close(fd)
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(saved) and note.read_bytes().count(MARK) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]

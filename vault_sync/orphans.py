@@ -9,7 +9,9 @@ So on POSIX the writer keeps the replaced file open for a while after each swap 
 readable through that descriptor however it was unlinked. A background thread looks at each one every
 `POLL` seconds; when one changed since the swap (an editor wrote into it) and has then been still for
 `STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._Recovery`). A
-file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`.
+file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`. A
+put-back is provisional: the file is watched `WATCH` seconds more, and when the editor writes more into it
+(it had paused in the middle of its save), the whole of it is put back again over the first part.
 
 - The descriptor is closed only once `recovered` says the bytes are stored somewhere (the note, or a conflict
   copy); a failure (the note's folder renamed that instant, a full disk) is tried again `RETRY` seconds later,
@@ -238,6 +240,13 @@ class _Watcher:
             )
             stored = False
         if stored:
+            if finished and not final and not item.whole and now < item.stop_by:
+                # A put-back is provisional: an editor that pauses in the middle of its save (a loaded machine, a
+                # large note written in parts) writes the rest into this same file. It is watched WATCH seconds
+                # more, and what comes is put back again, whole, over the part put back now.
+                item.changed_at, item.failures, item.retry_at = None, 0, 0.0
+                item.until = min(now + WATCH, item.stop_by)
+                return False
             self._close(item)
             return True
         item.failures += 1

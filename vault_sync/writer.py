@@ -715,6 +715,13 @@ def _swaps_after(real: Path, seq: int, ours: str) -> list[_Swap]:
     return chain
 
 
+def _last_swap_writing(real: Path, ours: str) -> list[int]:
+    """The last recorded swap of `real`, when it wrote the bytes with checksum `ours` (none recorded: [])."""
+    with _SWAPS_LOCK:
+        swaps = _SWAPS.get(str(real), [])
+        return [swaps[-1].seq] if swaps and swaps[-1].ours == ours else []
+
+
 def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> bytes:
     if edit is None:
         return data
@@ -740,6 +747,7 @@ class _Recovery:
     ours: str
     edit: Callable[[bytes], bytes] | None
     kept: tuple[Path, tuple[int, int]] | None
+    put: list[int] = dataclasses.field(default_factory=list)  # the swaps of this recovery's own put-backs
 
     def recover(self, data: bytes, finished: bool) -> bool:
         """Put back the bytes an editor saved into the file the swap replaced; True once they are stored
@@ -786,9 +794,10 @@ class _Recovery:
         """`recover`'s put-back into the note, under `_SWAP`; True when the note holds the editor's text.
 
         The note is expected to hold what the last swap of this process wrote, or the editor's own bytes (it
-        saved them again through the note's path): the edits go onto either."""
+        saved them again through the note's path): the edits go onto either. A second put-back (the editor
+        wrote more after a pause) replaces the first: its swap is on the chain, its edits are not applied twice."""
         chain = _swaps_after(self.real, self.seq, self.ours)
-        edits = [self.edit, *(swap.edit for swap in chain)]
+        edits = [self.edit, *(swap.edit for swap in chain if swap.seq not in self.put)]
 
         def again(text: bytes) -> bytes:
             for each in edits:
@@ -803,8 +812,10 @@ class _Recovery:
                 return True  # the note already holds it
             if held not in (chain[-1].ours if chain else self.ours, sha256_hex(data)):
                 return False
-            if _swap_in(self.root, self.real, self.rel, new, held, st, again) is None:
+            written = _swap_in(self.root, self.real, self.rel, new, held, st, again)
+            if written is None:
                 return False
+            self.put.extend(_last_swap_writing(self.real, written.checksum))  # under _SWAP: ours
         except (OSError, VaultError) as exc:
             log.warning("%s: could not put the editor's text back into the note: %s", self.rel, exc)
             return False
