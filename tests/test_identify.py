@@ -146,5 +146,44 @@ def test_read_id() -> None:
 
 def test_set_id_rewrites_only_the_id_entry_of_a_copied_note() -> None:
     data = b"---\r\na: 1\r\nengrama_id: old  # copied\r\nb: 2\r\n---\r\nbody"
-    assert set_id(data, ID) == b"---\r\na: 1\r\n" + LINE.replace(b"\n", b"\r\n") + b"b: 2\r\n---\r\nbody"
+    assert (
+        set_id(data, ID)
+        == b"---\r\na: 1\r\n" + LINE.replace(b"\n", b"  # copied\r\n") + b"b: 2\r\n---\r\nbody"
+    )
     assert set_id(b"body", ID) == insert_id(b"body", ID)
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (
+            b"---\ntype: Project\nengrama_id:   # filled in by engrama\n---\nBody\n",
+            b"engrama_id: {id}   # filled in by engrama\n",
+        ),
+        (
+            b'---\r\ntype: Project\r\nengrama_id: ""  # keep me\r\n---\r\nBody\r\n',
+            b"engrama_id: {id}  # keep me\r\n",
+        ),
+    ],
+)
+def test_filling_an_empty_engrama_id_keeps_the_comment_on_its_line(before: bytes, after: bytes) -> None:
+    """Found by review: the whole entry was written anew, and the person's comment on it was gone."""
+    new = str(uuid.uuid4())
+    edited = insert_id(before, new)
+    assert after.replace(b"{id}", new.encode()) in edited
+    head, _, tail = before.partition(b"engrama_id:")
+    assert edited.startswith(head) and edited.endswith(tail.split(b"\n", 1)[1])  # every other line as it was
+
+
+def test_a_copied_notes_new_id_keeps_the_comment_on_its_line() -> None:
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    before = f"---\nengrama_id: {old}  # my own note on this id\nstatus: draft\n---\nBody\n".encode()
+    assert set_id(before, new) == before.replace(old.encode(), new.encode())
+
+
+def test_an_engrama_id_whose_comment_cannot_be_kept_is_refused_not_lost() -> None:
+    before = (
+        b"---\nengrama_id: # why\n  ''\n---\nBody\n"  # the value on a line of its own, a comment above it
+    )
+    with pytest.raises(MalformedNote, match="comment"):
+        insert_id(before, str(uuid.uuid4()))

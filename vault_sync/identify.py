@@ -17,6 +17,8 @@ from vault_sync.began import moment_ms
 from vault_sync.errors import IdLineRefused, MalformedNote
 from vault_sync.frontmatter import decode_note, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
+    Entry,
+    entry_edit,
     mapping_indent,
     prepend_block,
     render_entry,
@@ -81,9 +83,11 @@ def insert_id(data: bytes, new_id: str) -> bytes:
         raise MalformedNote(f"the note already has engrama_id {current!r}; it was left alone")
     text = yaml_text(data, span)
     line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
-    if ID_KEY in old:  # present but empty: fill it in rather than add a duplicate key
+    if (
+        ID_KEY in old
+    ):  # present but empty: fill it in rather than add a duplicate key (keeping a comment on it)
         entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
-        edited = splice(data, span, text, entry.start, entry.end, line)
+        edited = splice(data, span, text, *_id_edit(text, entry, new_id, line))
     else:
         edited = data[: span.close_start] + line.encode("utf-8") + data[span.close_start :]
     return _verified(edited, expected, "adding engrama_id")
@@ -111,8 +115,18 @@ def set_id(data: bytes, new_id: str) -> bytes:
     text = yaml_text(data, span)
     entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
     line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
-    edited = splice(data, span, text, entry.start, entry.end, line)
+    edited = splice(data, span, text, *_id_edit(text, entry, new_id, line))
     return _verified(edited, {**old, ID_KEY: new_id}, "replacing engrama_id")
+
+
+def _id_edit(text: str, entry: Entry, new_id: str, line: str) -> tuple[int, int, str]:
+    """The edit giving the `engrama_id:` entry `new_id`: the whole line anew, or, when the person wrote a
+    comment on it, only the value in place (`yaml_edit.entry_edit`); a layout that cannot keep the comment is
+    refused, as for any property."""
+    try:
+        return entry_edit(text, entry, new_id, line)
+    except MalformedNote as exc:
+        raise IdLineRefused(str(exc)) from None
 
 
 def _verified(edited: bytes, expected: dict, what: str) -> bytes:

@@ -16,10 +16,8 @@ from typing import Any
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
 from vault_sync.yaml_edit import (
-    Entry,
     comments_in,
-    inline_value,
-    inline_value_span,
+    entry_edit,
     mapping_indent,
     plain_value,
     prepend_block,
@@ -97,7 +95,7 @@ def update_note(
 
     A key already holding its value is left as it is. Otherwise its whole entry (continuation lines included)
     is replaced by its new rendering, or deleted, unless the person wrote comments on its lines: then a value
-    on the key's own line is replaced in place, and anything else is refused (`_set_entry`). Missing keys are
+    on the key's own line is replaced in place, and anything else is refused (`yaml_edit.entry_edit`). Missing keys are
     added before the closing `---` (a frontmatter block is created when there is none); every other key's
     lines stay byte-identical. The observation goes at the very end of the body, unless an
     identical bullet for the same day is already there. Raises MalformedNote when the result would not verify.
@@ -148,7 +146,7 @@ def _set_keys(
     edits = [(len(text), len(text), added)]
     for k, v in updates.items():
         if (e := entries.get(k)) is not None:
-            edits.append(_set_entry(text, e, v, render_entry(k, v, indent=indent, newline=newline)))
+            edits.append(entry_edit(text, e, v, render_entry(k, v, indent=indent, newline=newline)))
     for k in dropped:
         if (e := entries.get(k)) is not None:
             if comments := comments_in(text, e):
@@ -162,25 +160,6 @@ def _set_keys(
     for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
         new_text = new_text[:start] + new + new_text[end:]
     return splice(data, span, text, 0, len(text), new_text)
-
-
-def _set_entry(text: str, entry: Entry, value: Any, rendered: str) -> tuple[int, int, str]:
-    """The edit giving `entry` its new `value` (`rendered`: the whole entry anew). When the person wrote
-    comments on its lines, only a value written on the key's own line is replaced, in place and on one line
-    (`status: active  # since May` keeps its comment; a list there is written `[a, b]`); anything else is
-    refused: the comment is theirs, and the parsed value does not hold it."""
-    comments = comments_in(text, entry)
-    if not comments:
-        return entry.start, entry.end, rendered
-    span, inline = inline_value_span(entry), inline_value(entry.key, value)
-    if span is None or inline is None:
-        raise MalformedNote(
-            f"`{entry.key}:` in the frontmatter holds a comment ({comments[0]!r}) that rewriting it would "
-            "lose; the note was left alone. Set it by hand, or move the comment to a line of its own, then "
-            "try again"
-        )
-    start, end = span
-    return start, end, inline if end > start else f" {inline}"  # an empty value ends at its colon
 
 
 def _past_blank_lines(text: str, at: int) -> int:

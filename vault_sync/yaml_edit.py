@@ -161,6 +161,25 @@ def inline_value(key: Any, value: Any) -> str | None:
     return None
 
 
+def entry_edit(text: str, entry: Entry, value: Any, rendered: str) -> tuple[int, int, str]:
+    """The edit giving `entry` its new `value` (`rendered`: the whole entry anew). When the person wrote
+    comments on its lines, only a value written on the key's own line is replaced, in place and on one line
+    (`status: active  # since May` keeps its comment; a list there is written `[a, b]`); anything else is
+    refused: the comment is theirs, and the parsed value does not hold it."""
+    comments = comments_in(text, entry)
+    if not comments:
+        return entry.start, entry.end, rendered
+    span, inline = inline_value_span(entry), inline_value(entry.key, value)
+    if span is None or inline is None:
+        raise MalformedNote(
+            f"`{entry.key}:` in the frontmatter holds a comment ({comments[0]!r}) that rewriting it would "
+            "lose; the note was left alone. Set it by hand, or move the comment to a line of its own, then "
+            "try again"
+        )
+    start, end = span
+    return start, end, inline if end > start else f" {inline}"  # an empty value ends at its colon
+
+
 def top_level_entries(text: str) -> list[Entry]:
     """The top-level entries of frontmatter YAML text ([] when it is empty or only comments)."""
     root = compose(text)
