@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vault_sync.errors import MalformedNote
 from vault_sync.insight_section import (
     append_list_item,
     append_section,
@@ -82,3 +83,35 @@ def test_append_keeps_every_original_byte_and_is_idempotent(data: bytes, words: 
     assert out.startswith(data)
     assert find_section(out, KEY) is not None
     assert append_section(out, KEY, words) == out
+
+
+@pytest.mark.parametrize(
+    ("note", "said"),
+    [
+        (b"Some code:\n\n```python\nprint('hi')\n", "code block"),
+        (b"~~~~\nlog\n~~~\n", "code block"),  # a shorter fence does not close it
+        (b"Draft <!-- to do:\nfinish\n", "HTML comment"),
+        (b"%%\nprivate thoughts\n", "Obsidian comment"),
+    ],
+)
+def test_nothing_is_appended_inside_a_block_the_note_leaves_open(note: bytes, said: str) -> None:
+    """Found by review: an insight (and a dismissed-list line) appended to a note ending inside an open code
+    block showed as code, its links dead. Closing the block would change the person's text: refused instead."""
+    with pytest.raises(MalformedNote, match=said):
+        append_section(note, "shared/a", "An insight about [[Engrama]].")
+    with pytest.raises(MalformedNote, match=said):
+        append_list_item(note, "shared/a", "Dismissed")
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        b"```\ncode\n```\n",
+        b"Inline `%%` and `<!--` are code.\n",
+        b"```js\n// <!-- inside code\n```\n",
+        b"Hidden %%note%% and <!-- a comment --> inline.\n",
+        b"    ```\n    indented code, not a fence\n",
+    ],
+)
+def test_a_note_whose_blocks_are_closed_takes_the_section(note: bytes) -> None:
+    assert append_section(note, "shared/a", "An insight.").startswith(note)

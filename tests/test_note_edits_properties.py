@@ -20,6 +20,7 @@ from vault_sync.frontmatter import BOM, locate_frontmatter, read_frontmatter
 from vault_sync.identify import insert_id
 from vault_sync.model import ParsedNote
 from vault_sync.notes import observation_line, update_note
+from vault_sync.open_blocks import require_closed
 from vault_sync.parse import parse_note, rel_type_of
 from vault_sync.relations_block import add_relation
 from vault_sync.wikilinks import extract_wikilinks
@@ -223,6 +224,11 @@ def test_update_note_changes_only_the_keys_it_sets(
     try:
         out = update_note(note.data, properties=updates, observation=observation, today="2026-11-21")
     except MalformedNote as exc:
+        if "ends inside" in str(exc):  # an observation is never appended inside a block left open
+            assert observation is not None
+            with pytest.raises(MalformedNote):
+                require_closed(note.data)
+            return
         # Refused only when rewriting an entry would lose the person's comment: one inside a value of
         # several lines (a comment after a value on the key's line stays, the value replaced in place).
         assert "comment" in str(exc)

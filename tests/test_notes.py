@@ -209,3 +209,14 @@ def test_an_observation_that_only_begins_a_longer_one_is_still_appended() -> Non
     out = update_note(longer, properties={}, observation="Met Ana", today="2026-11-21")
     assert out == longer + b"- 2026-11-21: Met Ana\n"
     assert update_note(out, properties={}, observation="Met Ana\nin Oslo", today="2026-11-21") == out
+
+
+def test_an_observation_is_not_appended_inside_a_code_block_the_note_leaves_open() -> None:
+    """Found by review: the bullet landed inside the person's unclosed ``` block, shown as code."""
+    note = b"---\ntype: Project\n---\nSome code:\n\n```python\nprint('hi')\n"
+    with pytest.raises(MalformedNote, match="code block"):
+        update_note(note, properties={}, observation="Met Ana", today="2026-11-21")
+    closed = note + b"```\n"
+    assert update_note(closed, properties={}, observation="Met Ana", today="2026-11-21") == (
+        closed + b"- 2026-11-21: Met Ana\n"
+    )

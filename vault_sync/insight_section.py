@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from vault_sync.frontmatter import file_newline
+from vault_sync.open_blocks import require_closed
 
 START = "<!-- engrama:insight {key} -->"
 END = "<!-- /engrama:insight -->"
@@ -85,7 +86,9 @@ def append_list_item(data: bytes, key: str, text: str) -> bytes:
 
 
 def _append_block(data: bytes, lines: list[str], *, blank_line: bool) -> bytes:
-    """Append whole lines after the note's last line, in its newline style, optionally after a blank line."""
+    """Append whole lines after the note's last line, in its newline style, optionally after a blank line;
+    refused when the note ends inside a code block or a comment (`open_blocks`)."""
+    require_closed(data)
     newline = file_newline(data)
     text = newline.join(line.encode("utf-8") for line in lines) + newline
     if not data.strip():

@@ -15,6 +15,7 @@ from typing import Any
 
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
+from vault_sync.open_blocks import require_closed
 from vault_sync.yaml_edit import (
     comments_in,
     entry_edit,
@@ -182,6 +183,7 @@ def _append_observation(data: bytes, bullet: str) -> bytes:
     body = data[span.end if span else 0 :].decode("utf-8").replace("\r\n", "\n")
     if _has_item(body, bullet):
         return data
+    require_closed(data)
     newline = file_newline(data)
     prefix = b"" if not data or data.endswith(b"\n") else newline
     return data + prefix + bullet.replace("\n", newline.decode()).encode("utf-8")
