@@ -22,7 +22,7 @@ from vault_sync.errors import IdLineRefused, NoteReadOnly, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
-from vault_sync.writer import ARRIVED_QUIET, MAX_NOTE_BYTES, NoteBusy, Quiet, arrived, edit_note
+from vault_sync.writer import ARRIVED_QUIET, MAX_NOTE_BYTES, NoteBusy, Quiet, arrived, edit_note, seen_here
 
 
 def id_seed(path: str, checksum: str) -> bytes:
@@ -134,6 +134,7 @@ class NoteReader:
             absolute = resolve_in_vault(self.root, rel)
             with open(absolute, "rb") as handle:
                 stat = os.fstat(handle.fileno())
+                seen_here(stat)  # a version saved here: a rename later does not make it look arrived
                 if not by_content and known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
                     return NoteRead(
                         rel, FileState(rel, stat.st_size, stat.st_mtime_ns, known.checksum, None, stat.st_ino)

@@ -98,6 +98,7 @@ def _turn(real: Path) -> Iterator[None]:
 
 
 def _wrote(real: Path, st: os.stat_result) -> None:
+    seen_here(st)
     key = str(real)
     with _TURNS_LOCK:
         _OURS[key] = (st.st_size, st.st_mtime_ns)
@@ -137,10 +138,44 @@ ARRIVAL_MARGIN = 1.0
 ARRIVED_QUIET = 30.0
 
 
-def arrived(stat: os.stat_result) -> bool:
-    """True when the file's bytes were written here well after its modification time (see ARRIVAL_MARGIN)."""
+# A rename, a chmod or a new hard link also moves the change time on while the modification time stays: a note
+# renamed a moment after its save would look arrived. So the versions this process has seen saved here (read
+# or written while their two times agreed) are remembered by (device, inode, size, mtime), which a rename, a
+# chmod or a link keeps and a save, however it is made, changes; such a version never counts as arrived.
+_SEEN_HERE: collections.OrderedDict[tuple[int, int, int, int], None] = collections.OrderedDict()
+_SEEN_HERE_KEPT = 4096  # the versions read or written last: a rename comes seconds after the save it follows
+_SEEN_HERE_LOCK = threading.Lock()
+
+
+def _version(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _times_say_arrived(stat: os.stat_result) -> bool:
     written_ns = getattr(stat, "st_birthtime_ns", stat.st_ctime_ns) if os.name == "nt" else stat.st_ctime_ns
     return written_ns - stat.st_mtime_ns > ARRIVAL_MARGIN * 1e9
+
+
+def seen_here(stat: os.stat_result) -> None:
+    """Remember the version of a file just read or written, when its times say it was saved here."""
+    if _times_say_arrived(stat):
+        return
+    key = _version(stat)
+    with _SEEN_HERE_LOCK:
+        _SEEN_HERE[key] = None
+        _SEEN_HERE.move_to_end(key)
+        while len(_SEEN_HERE) > _SEEN_HERE_KEPT:
+            _SEEN_HERE.popitem(last=False)
+
+
+def arrived(stat: os.stat_result) -> bool:
+    """True when the file's bytes were written here well after its modification time (see ARRIVAL_MARGIN),
+    unless this process saw that very version saved here before (a rename or chmod since moved its change
+    time on)."""
+    if not _times_say_arrived(stat):
+        return False
+    with _SEEN_HERE_LOCK:
+        return _version(stat) not in _SEEN_HERE
 
 
 class NoteBusy(VaultError):
