@@ -97,7 +97,8 @@ def test_append_keeps_every_original_byte_and_is_idempotent(data: bytes, words: 
     [
         (b"Some code:\n\n```python\nprint('hi')\n", "code block"),
         (b"~~~~\nlog\n~~~\n", "code block"),  # a shorter fence does not close it
-        (b"Draft <!-- to do:\nfinish\n", "HTML comment"),
+        (b"Draft\n<!-- to do:\nfinish\n", "HTML comment"),
+        (b"<pre>\nlog\n", "<pre> block"),
         (b"%%\nprivate thoughts\n", "Obsidian comment"),
     ],
 )
@@ -118,6 +119,14 @@ def test_nothing_is_appended_inside_a_block_the_note_leaves_open(note: bytes, sa
         b"```js\n// <!-- inside code\n```\n",
         b"Hidden %%note%% and <!-- a comment --> inline.\n",
         b"    ```\n    indented code, not a fence\n",
+        # Found by review of the first version of the check, which refused these ordinary notes:
+        b"> [!example]\n> ```python\n> %%timeit\n> sum(range(10))\n> ```\n\nDone.\n",  # a callout's code
+        b"- Timing:\n    - Cells:\n        ```python\n        %%time\n        run()\n        ```\n- next\n",
+        b"Example:\n\n    <!-- comment\n\nThat's it.\n",  # indented code
+        b"- Windows:\n    ```bat\n    for %%i in (*.txt) do type %%i\n    ```\n",
+        b"A <!--> b and <!---> c\n",  # whole (empty) comments
+        b"Growth 100%%, and an inline <!-- mark.\n",  # inline marks are left to the renderer
+        b"<pre>\n<!-- x\n</pre>\n",
     ],
 )
 def test_a_note_whose_blocks_are_closed_takes_the_section(note: bytes) -> None:
