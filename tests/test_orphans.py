@@ -591,3 +591,28 @@ def test_a_save_written_in_two_parts_with_a_pause_between_is_put_back_whole(tmp_
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     assert note.read_bytes() == add_mark(saved) and note.read_bytes().count(MARK) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
+
+
+def test_a_save_in_two_parts_kept_as_a_conflict_copy_leaves_one_copy_holding_the_whole(
+    tmp_path: Path,
+) -> None:
+    """Found by review: when the note had changed otherwise, the first part went to a conflict copy and the
+    whole save to a second one, both listed for the person. The copy of the part goes once the whole is kept."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"# Topic\nThe person's first line.\n")
+    holder: dict[str, int] = {}
+    edit_note(tmp_path, "Topic.md", editor_opening_during(note, holder))
+    other = tmp_path / ".other.tmp"
+    other.write_bytes(b"# Topic\nFrom the other computer.\n")
+    os.replace(other, note)  # a sync tool replaces the note meanwhile
+    saved = b"# Topic\nThe person's first line.\n" + b"".join(f"Line {i:02d}.\n".encode() for i in range(40))
+    fd, half = holder["fd"], len(saved) // 2
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, saved[:half], 0)
+    wait_for(lambda: kept_aside(tmp_path) == saved[:half].decode())
+    time.sleep(orphans.STILL)
+    os.pwrite(fd, saved[half:], half)
+    os.close(fd)
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert kept_aside(tmp_path) == saved.decode() and len(list(tmp_path.glob("*conflicted copy*"))) == 1
+    assert note.read_bytes() == b"# Topic\nFrom the other computer.\n"

@@ -418,3 +418,29 @@ def test_an_edit_that_does_not_ask_for_the_wait_writes_a_note_a_sync_tool_brough
     os.utime(note, (then, then))
     edit_note(vault, "Projects/Engrama.md", append(b"fact\r\n"), quiet=Quiet(settle=2.0, seen=None, wait=0.5))
     assert note.read_bytes() == NOTE + b"fact\r\n"
+
+
+def test_a_note_engrama_created_is_not_taken_for_one_a_sync_tool_brought(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review: with a slow disk (an fsync over a second), the link that puts a new note in place came
+    more than a second after its bytes were written, so the note looked arrived and the next tool write into it
+    was refused for half a minute."""
+    import time
+
+    from vault_sync.writer import ARRIVED_QUIET
+
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(1.2)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    created = create_note(vault, "Projects/New.md", b"# New\n")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    note = vault / "Projects" / "New.md"
+    st = note.stat()
+    quiet = Quiet(settle=0.5, seen=(st.st_size, st.st_mtime_ns), wait=1.0, brought=ARRIVED_QUIET)
+    edit_note(vault, "Projects/New.md", append(b"fact\n"), quiet=quiet)
+    assert note.read_bytes() == b"# New\nfact\n" and created.changed

@@ -302,6 +302,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
         _link_new(tmp, path, rel_norm, data)
     finally:
         _remove_quietly(tmp)
+    seen_here(st)  # the link moves its change time on (after a slow fsync, by more than a second)
     _fsync_folder(path.parent)
     return WriteResult(rel_norm, None, _file_state(rel_norm, data, st), changed=True)
 
@@ -783,6 +784,7 @@ class _Recovery:
     edit: Callable[[bytes], bytes] | None
     kept: tuple[Path, tuple[int, int]] | None
     put: list[int] = dataclasses.field(default_factory=list)  # the swaps of this recovery's own put-backs
+    copies: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # its conflict copies (checksum)
 
     def recover(self, data: bytes, finished: bool) -> bool:
         """Put back the bytes an editor saved into the file the swap replaced; True once they are stored
@@ -822,8 +824,21 @@ class _Recovery:
                 log.warning("%s: could not keep the editor's text beside %s: %s", rel, near.parent, exc)
                 continue
             log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
+            self._drop_earlier_copies()
+            self.copies.append((copy, sha256_hex(data)))
             return True
         return False
+
+    def _drop_earlier_copies(self) -> None:
+        """Remove the conflict copies this recovery made of a save's first part (the editor paused mid-save)
+        now that a copy holds the whole of it; one the person has changed since stays."""
+        for copy, checksum in self.copies:
+            try:
+                if sha256_hex(copy.read_bytes()) == checksum:
+                    copy.unlink()
+            except OSError as exc:
+                log.info("%s: an earlier copy of part of the editor's save stays: %s", copy.name, exc)
+        self.copies.clear()
 
     def put_back(self, data: bytes) -> bool:
         """`recover`'s put-back into the note, under `_SWAP`; True when the note holds the editor's text.
