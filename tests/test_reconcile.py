@@ -379,3 +379,36 @@ async def test_a_backup_of_a_note_restored_at_its_old_path_does_not_take_its_id(
     assert restored not in (None, node_id)
     again = await store.get_node(restored)
     assert again is not None and again.path == "P.md"
+
+
+async def test_a_vault_restored_with_its_times_keeps_its_notes_through_a_folder_rename(
+    vault: Path, store: GraphStore
+) -> None:
+    """Found by review (a long session on a vault copied with `cp -a`): size and time matched, so the walk
+    never looked at the files again and kept their old inode numbers; every later move then looked like a
+    copy of the note, and renaming a folder archived all its notes (and closed their relations) before
+    bringing them back, seconds later. The walk now records the new inode of a file it finds unchanged."""
+    for n in range(5):
+        write(vault, f"Tech/Tool {n}.md", f"Tool {n} is used by [[Tool {(n + 1) % 5}]].\n")
+    sync = engine(vault, store)
+    await sync.sync_vault()
+    restored = vault.parent / "restored"
+    shutil.copytree(vault, restored, copy_function=shutil.copy2)  # times kept, new files
+    shutil.rmtree(vault)
+    restored.rename(vault)
+    report = await sync.sync_vault()
+    assert report.unchanged == 5 and report.errors == []
+    os.rename(vault / "Tech", vault / "Stack")
+    later: dict[str, None] = {}  # the watcher's way: the folder that appeared, the one gone, then what waited
+    await sync.sync_vault(folder="Stack", later=later)
+    for n in range(5):
+        await sync.sync_path(f"Tech/Tool {n}.md", later=later)
+    await sync.settle_later(later)
+    rows = await store.read(
+        lambda c: c.execute("select path, status from nodes where status != 'stub' order by path").fetchall()
+    )
+    assert [(r["path"], r["status"]) for r in rows] == [(f"Stack/Tool {n}.md", "active") for n in range(5)]
+    closed = await store.read(
+        lambda c: c.execute("select count(*) from edges where valid_to is not null").fetchone()
+    )
+    assert closed[0] == 0  # no relation closed and opened again

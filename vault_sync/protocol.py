@@ -52,6 +52,11 @@ class GraphPort(Protocol):
         """Remember the bytes now on disk (after one of our own writes)."""
         ...
 
+    async def record_inodes(self, inodes: Sequence[tuple[str, int]]) -> None:
+        """The files at these paths, unchanged by size and modification time, are now these inodes (a vault
+        copied or restored with its times): [(path, inode)]."""
+        ...
+
     async def get_meta(self, key: str) -> str | None:
         """A small value kept beside the graph (e.g. what the last sync found for the person to look at)."""
         ...

@@ -267,6 +267,22 @@ class VaultSync:
             report.scanned = len(entries)
             todo = [e.rel_path for e in entries if not same_stat(known.get(e.rel_path), e.size, e.mtime_ns)]
             report.unchanged += len(entries) - len(todo)
+            # Unchanged by size and time but another file (a vault copied or restored with its times): its new
+            # inode is recorded, or every later move or rename of it looks like a copy of the note, and a
+            # folder's rename archives its notes before bringing them back.
+            waiting = set(todo)
+            moved_inodes = [
+                (e.rel_path, e.ino)
+                for e in entries
+                if e.ino
+                and e.rel_path not in waiting
+                and (state := known.get(e.rel_path))
+                and state.ino != e.ino
+            ]
+            if moved_inodes and not dry_run:
+                await self.graph.record_inodes(moved_inodes)
+                for path, ino in moved_inodes:
+                    known[path] = replace(known[path], ino=ino)
             if not folder:
                 self._pass_inodes = {e.ino: e.rel_path for e in entries if e.ino}
             try:

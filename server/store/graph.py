@@ -77,6 +77,9 @@ class GraphStore:
     async def record_file_state(self, state: FileState) -> None:
         await self.write(sync_sql.record_file_state, state)
 
+    async def record_inodes(self, inodes: Sequence[tuple[str, int]]) -> None:
+        await self.write(sync_sql.record_inodes, inodes)
+
     # --- reading the graph ---------------------------------------------------------------------------------
 
     async def get_node(self, node_id: str) -> Node | None:

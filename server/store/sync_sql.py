@@ -67,6 +67,10 @@ def record_file_state(conn: Any, state: FileState) -> None:
     )
 
 
+def record_inodes(conn: Any, inodes: Sequence[tuple[str, int]]) -> None:
+    conn.executemany("update files set ino = ? where path = ?", [(ino, path) for path, ino in inodes])
+
+
 def nodes_by_ids(conn: Any, node_ids: Sequence[str]) -> dict[str, NodeRef]:
     found: dict[str, NodeRef] = {}
     unique = list(dict.fromkeys(node_ids))
