@@ -412,3 +412,25 @@ async def test_a_vault_restored_with_its_times_keeps_its_notes_through_a_folder_
         lambda c: c.execute("select count(*) from edges where valid_to is not null").fetchone()
     )
     assert closed[0] == 0  # no relation closed and opened again
+
+
+@pytest.mark.parametrize("order", ["gone first", "new first"])
+async def test_a_note_renamed_keeps_its_relations_open_when_both_paths_come_in_one_batch(
+    vault: Path, store: GraphStore, order: str
+) -> None:
+    """Found by review of a long session: the watcher hands a rename's two paths over together; the old path
+    was archived before the new one was applied, so every outgoing relation of the note was closed and a copy
+    opened the same second (15% more edge rows after a day of renames)."""
+    write(vault, "Atlas.md", "Atlas uses [[SQLite]] and [[Zig]].\n")
+    sync = engine(vault, store)
+    await sync.sync_vault()
+    os.rename(vault / "Atlas.md", vault / "Atlas build.md")
+    paths = ["Atlas.md", "Atlas build.md"]
+    report = await sync.sync_paths(paths if order == "gone first" else paths[::-1])
+    assert report.errors == [] and report.archived == 0
+    rows = await store.read(lambda c: c.execute("select count(*), count(valid_to) from edges").fetchone())
+    assert (rows[0], rows[1]) == (2, 0)  # the two relations, never closed
+    path = await store.read(
+        lambda c: c.execute("select path from nodes where name = 'Atlas build'").fetchone()
+    )
+    assert path is not None and path[0] == "Atlas build.md"

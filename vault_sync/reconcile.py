@@ -410,7 +410,13 @@ class VaultSync:
         # (the same bytes restored at that note's old path) is not given again (`_fresh_id`).
         derived = {r.path: derived_id(r) for r in reads if r.note and not r.note.engrama_id and r.state}
         refs = await self.graph.nodes_by_ids([*wanted, *derived.values()])
+        gone: list[str] = []
         for read in reads:
+            if read.missing:  # archived after the others are applied (below)
+                if not dry_run:
+                    self.deferred.pop(read.path, None)
+                gone.append(read.path)
+                continue
             prepared = await self._prepare(
                 read, known.get(read.path), dry_run, claimed, refs, later is not None, derived.get(read.path)
             )
@@ -422,7 +428,11 @@ class VaultSync:
         applies = [o for o in outcomes if isinstance(o, _Apply)]
         created = await self.graph.apply_notes([a.update for a in applies]) if applies else []
         flags = dict(zip((id(a) for a in applies), created, strict=True))
-        return [o if isinstance(o, NoteOutcome) else o.outcome(flags[id(o)]) for o in outcomes]
+        done = [o if isinstance(o, NoteOutcome) else o.outcome(flags[id(o)]) for o in outcomes]
+        # A path gone is archived once the batch's notes are applied: a note renamed or moved within the batch
+        # (the watcher reports both paths of a move together) is at its new path by then, so its node is not
+        # archived, its relations closed and opened again, only to come back a moment later.
+        return done + [await self._archive(path, dry_run) for path in gone]
 
     async def _prepare(
         self,
