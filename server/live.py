@@ -152,6 +152,7 @@ class LiveSync:
                     self.rt.sync.writable = False
                     await self._stand_down()
                     return
+                await self.rt.store.db.settle_after_burst()
                 if self.reconciler is None:
                     if self.lease.try_acquire():
                         log.info("the vault lease was free; this process now watches and writes the vault")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -192,3 +193,31 @@ async def test_closing_the_store_ends_the_aside_thread(db_path: Path) -> None:
     assert any(t.name.startswith("engrama-db-aside") for t in threading.enumerate())
     await graph.close()
     assert not any(t.name.startswith("engrama-db-aside") for t in threading.enumerate())
+
+
+async def test_the_wal_gives_back_what_a_burst_of_writes_made_it_grow_to(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by review of a long session: after a first sync or a big checkout the -wal file kept its largest
+    size (66 MiB) for as long as the server ran. Once a burst of writes is over, its frames are checkpointed,
+    and the next write starts the WAL over, cut back to WAL_KEPT_BYTES."""
+    from server.store import database
+    from server.store.database import WAL_KEPT_BYTES
+
+    monkeypatch.setattr(database, "BURST_IDLE_S", 0.2)
+    store = await GraphStore.open(db_path)
+    try:
+        wal = db_path.with_name(db_path.name + "-wal")
+
+        def burst(conn) -> None:  # type: ignore[no-untyped-def]
+            conn.execute("create table if not exists scratch (x blob)")
+            conn.executemany("insert into scratch values (randomblob(4096))", [()] * 3000)
+
+        for _ in range(3):  # ~36 MiB through the WAL, under the automatic checkpoint
+            await store.write(burst)
+        grown = wal.stat().st_size
+        await asyncio.sleep(0.3)  # the burst is over
+        await store.write(lambda conn: conn.execute("delete from scratch where rowid = 1"))
+        assert grown > 4 * WAL_KEPT_BYTES and wal.stat().st_size <= WAL_KEPT_BYTES
+    finally:
+        await store.close()

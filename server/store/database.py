@@ -208,11 +208,17 @@ def _open(path: Path, load_vec: bool, vec_extension: str | None) -> tuple[sqlean
         raise
 
 
+WAL_KEPT_BYTES = 4 * 1024 * 1024
+
+
 def _prepare(conn: sqlean.Connection, load_vec: bool, vec_extension: str | None) -> VectorSupport:
     _enable_wal(conn)
     conn.execute("pragma synchronous = normal")
     # Checkpoints every ~40 MiB of WAL instead of every 4 MiB: a first sync writes hundreds of MiB.
     conn.execute("pragma wal_autocheckpoint = 10000")
+    # Once checkpointed, the WAL file is cut back to this instead of keeping the size of the largest burst
+    # (40-70 MiB after a first sync or a big checkout, for as long as the server runs).
+    conn.execute(f"pragma journal_size_limit = {WAL_KEPT_BYTES}")
     conn.execute("pragma foreign_keys = on")
     vec = (
         _load_vec(conn, vec_extension) if load_vec else VectorSupport(ok=False, reason="sqlite-vec disabled")
@@ -351,12 +357,22 @@ class Database:
                 conn.execute(f"pragma cache_size = -{max(WRITE_CACHE_KIB, self._cache_kib)}")
                 self._bursting = True
 
+    async def settle_after_burst(self) -> None:
+        """Once a burst of writes has stopped for BURST_IDLE_S, settle what it left (`_settle_cache`) in a unit of
+        its own, so that no search pays for it (the live sync calls this once a second)."""
+        if self._bursting and time.monotonic() - self._last_write >= BURST_IDLE_S:
+            await self.run(lambda conn: None)  # `_unit` settles before running it
+
     def _settle_cache(self, conn: sqlean.Connection) -> None:
         """After a burst of writes has stopped for BURST_IDLE_S: the main connection's cache to its size."""
         if self._bursting and time.monotonic() - self._last_write >= BURST_IDLE_S:
             self._bursting = False
             conn.execute(f"pragma cache_size = -{self._cache_kib}")  # SQLite frees the pages beyond it
             release_free_heap()
+            # The burst's frames go into the database now, without waiting for any reader (PASSIVE): the next
+            # write then starts the WAL over, cut back to WAL_KEPT_BYTES, instead of the file keeping the
+            # size the burst gave it until ~40 MiB more are written.
+            conn.execute("pragma wal_checkpoint(PASSIVE)")
 
     def aside(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Start the read-only `fn(conn, *args)` on the aside connection and thread; returns its future at once.
