@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 from vault_sync.heap import release_free_heap
 from vault_sync.model import FileState
 from vault_sync.readers import NoteRead, NoteReader
+from vault_sync.writer import remember_no_saves
 
 _reader: NoteReader | None = None  # set once by `main` from the parent's settings
 
@@ -53,6 +54,7 @@ def _start_reader(settings: tuple[str, bytes, bool, int, float]) -> None:
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     global _reader
     _reader = NoteReader(Path(root), pickle.loads(rules), writable, settle)
+    remember_no_saves()
 
 
 def serve(setup: Callable[[Any], None]) -> None:

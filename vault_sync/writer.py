@@ -158,7 +158,7 @@ def _times_say_arrived(stat: os.stat_result) -> bool:
 
 def seen_here(stat: os.stat_result) -> None:
     """Remember the version of a file just read or written, when its times say it was saved here."""
-    if _times_say_arrived(stat):
+    if _SEEN_HERE_KEPT <= 0 or _times_say_arrived(stat):
         return
     key = _version(stat)
     with _SEEN_HERE_LOCK:
@@ -166,6 +166,13 @@ def seen_here(stat: os.stat_result) -> None:
         _SEEN_HERE.move_to_end(key)
         while len(_SEEN_HERE) > _SEEN_HERE_KEPT:
             _SEEN_HERE.popitem(last=False)
+
+
+def remember_no_saves() -> None:
+    """For a reader process (a large sync's helpers): nothing there writes into notes or hears of renames, so
+    the versions it reads are not remembered (the memory would be the process tree's, for nothing)."""
+    global _SEEN_HERE_KEPT
+    _SEEN_HERE_KEPT = 0
 
 
 def arrived(stat: os.stat_result) -> bool:
