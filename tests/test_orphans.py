@@ -83,14 +83,19 @@ def test_an_editors_save_into_the_replaced_file_is_put_back_into_the_note(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
 
+def replaced_by_another_program(note: Path, data: bytes) -> None:
+    """The note changes again, by rename, as a sync tool saves it."""
+    other = note.with_name(".other.tmp")
+    other.write_bytes(data)
+    os.replace(other, note)
+
+
 def test_when_the_note_changed_again_the_editors_text_goes_to_a_conflict_copy(tmp_path: Path) -> None:
     note = tmp_path / "Topic.md"
     note.write_bytes(b"The person's first line.\n")
     holder: dict[str, object] = {}
     edit_note(tmp_path, "Topic.md", editor_truncating_during(note, holder))
-    other = tmp_path / ".other.tmp"
-    other.write_bytes(b"Another program's version.\n")
-    os.replace(other, note)  # the note changes again (a sync tool, say) before the editor's text arrives
+    replaced_by_another_program(note, b"Another program's version.\n")  # before the editor's text arrives
     saved = b"The person's first line.\nTheir second line.\n"
     editor = holder["editor"]
     editor.write(saved)  # type: ignore[attr-defined]
@@ -602,9 +607,7 @@ def test_a_save_in_two_parts_kept_as_a_conflict_copy_leaves_one_copy_holding_the
     note.write_bytes(b"# Topic\nThe person's first line.\n")
     holder: dict[str, int] = {}
     edit_note(tmp_path, "Topic.md", editor_opening_during(note, holder))
-    other = tmp_path / ".other.tmp"
-    other.write_bytes(b"# Topic\nFrom the other computer.\n")
-    os.replace(other, note)  # a sync tool replaces the note meanwhile
+    replaced_by_another_program(note, b"# Topic\nFrom the other computer.\n")  # a sync tool, meanwhile
     saved = b"# Topic\nThe person's first line.\n" + b"".join(f"Line {i:02d}.\n".encode() for i in range(40))
     fd, half = holder["fd"], len(saved) // 2
     os.ftruncate(fd, 0)
