@@ -131,7 +131,8 @@ _NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 # next save there (a sync tool keeping the newer file loses the save; Syncthing sets it aside as a conflict
 # copy). So a note that arrived waits until its content is ARRIVED_QUIET seconds old: by then an engrama-vault
 # on the machine where it is typed (which writes after its own settle window) has written the line and the
-# sync tool has brought it here, and there is nothing left to write. A local save sets both times together.
+# sync tool has brought it here, and there is nothing left to write. A tool's write into it waits as long
+# (`Quiet.brought`). A local save sets both times together.
 ARRIVAL_MARGIN = 1.0
 # The settle window there (3 s) plus a sync tool's delay (Syncthing gathers changes for 10 s before it sends;
 # Dropbox and Obsidian Sync take a few seconds), twice over.
