@@ -83,9 +83,8 @@ def insert_id(data: bytes, new_id: str) -> bytes:
         raise MalformedNote(f"the note already has engrama_id {current!r}; it was left alone")
     text = yaml_text(data, span)
     line = _id_entry(new_id, indent=mapping_indent(text), newline=span.newline.decode())
-    if (
-        ID_KEY in old
-    ):  # present but empty: fill it in rather than add a duplicate key (keeping a comment on it)
+    # Present but empty: filled in rather than a duplicate key added (a comment on it is kept).
+    if ID_KEY in old:
         entry = [e for e in top_level_entries(text) if e.key == ID_KEY][-1]
         edited = splice(data, span, text, *_id_edit(text, entry, new_id, line))
     else:

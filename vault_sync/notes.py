@@ -96,9 +96,9 @@ def update_note(
 
     A key already holding its value is left as it is. Otherwise its whole entry (continuation lines included)
     is replaced by its new rendering, or deleted, unless the person wrote comments on its lines: then a value
-    on the key's own line is replaced in place, and anything else is refused (`yaml_edit.entry_edit`). Missing keys are
-    added before the closing `---` (a frontmatter block is created when there is none); every other key's
-    lines stay byte-identical. The observation goes at the very end of the body, unless an
+    on the key's own line is replaced in place, and anything else is refused (`yaml_edit.entry_edit`).
+    Missing keys are added before the closing `---` (a frontmatter block is created when there is none); every
+    other key's lines stay byte-identical. The observation goes at the very end of the body, unless an
     identical bullet for the same day is already there. Raises MalformedNote when the result would not verify.
     """
     decode_note(data)
@@ -183,7 +183,7 @@ def _append_observation(data: bytes, bullet: str) -> bytes:
     body = data[span.end if span else 0 :].decode("utf-8").replace("\r\n", "\n")
     if _has_item(body, bullet):
         return data
-    require_closed(data)
+    require_closed(data, body)
     newline = file_newline(data)
     prefix = b"" if not data or data.endswith(b"\n") else newline
     return data + prefix + bullet.replace("\n", newline.decode()).encode("utf-8")

@@ -74,10 +74,12 @@ def open_block(body: str) -> str | None:
     return None
 
 
-def require_closed(data: bytes) -> None:
-    """Raise MalformedNote when the note's body ends inside a block (`open_block`): nothing may be appended."""
-    span, _ = read_frontmatter(data)
-    body = data[span.end if span else 0 :].decode("utf-8", errors="replace")
+def require_closed(data: bytes, body: str | None = None) -> None:
+    """Raise MalformedNote when the note's body ends inside a block (`open_block`): nothing may be appended.
+    `body`: the note's body when the caller has it already."""
+    if body is None:
+        span, _ = read_frontmatter(data)
+        body = data[span.end if span else 0 :].decode("utf-8", errors="replace")
     if (what := open_block(body)) is not None:
         raise MalformedNote(
             f"the note ends inside {what}, so anything appended would show as part of it; engrama wrote "

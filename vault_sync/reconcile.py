@@ -265,20 +265,18 @@ class VaultSync:
                 scan.notes, key=lambda e: (e.mtime_ns, e.rel_path)
             )  # older first: copies lose the id
             report.scanned = len(entries)
-            todo = [e.rel_path for e in entries if not same_stat(known.get(e.rel_path), e.size, e.mtime_ns)]
-            report.unchanged += len(entries) - len(todo)
+            todo: list[str] = []
             # Unchanged by size and time but another file (a vault copied or restored with its times): its new
             # inode is recorded, or every later move or rename of it looks like a copy of the note, and a
             # folder's rename archives its notes before bringing them back.
-            waiting = set(todo)
-            moved_inodes = [
-                (e.rel_path, e.ino)
-                for e in entries
-                if e.ino
-                and e.rel_path not in waiting
-                and (state := known.get(e.rel_path))
-                and state.ino != e.ino
-            ]
+            moved_inodes: list[tuple[str, int]] = []
+            for e in entries:
+                state = known.get(e.rel_path)
+                if not same_stat(state, e.size, e.mtime_ns):
+                    todo.append(e.rel_path)
+                elif e.ino and state is not None and state.ino != e.ino:
+                    moved_inodes.append((e.rel_path, e.ino))
+            report.unchanged += len(entries) - len(todo)
             if moved_inodes and not dry_run:
                 await self.graph.record_inodes(moved_inodes)
                 for path, ino in moved_inodes:
@@ -412,9 +410,9 @@ class VaultSync:
         refs = await self.graph.nodes_by_ids([*wanted, *derived.values()])
         gone: list[str] = []
         for read in reads:
+            if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
+                self.deferred.pop(read.path, None)
             if read.missing:  # archived after the others are applied (below)
-                if not dry_run:
-                    self.deferred.pop(read.path, None)
                 gone.append(read.path)
                 continue
             prepared = await self._prepare(
@@ -446,11 +444,8 @@ class VaultSync:
     ) -> NoteOutcome | _Apply | _Postponed:
         """Decide what one read note means; returns a final outcome or the update to apply (or, with
         `postpone`, `_POSTPONED` for a note that would take over its path's node). `derived`: the id an id-less
-        note gets if it needs a new one (`readers.derived_id`), looked up with its batch."""
-        if not dry_run:  # whatever this read decides; `_defer` puts the path back when it must wait again
-            self.deferred.pop(read.path, None)
-        if read.missing:
-            return await self._archive(read.path, dry_run)
+        note gets if it needs a new one (`readers.derived_id`), looked up with its batch. A missing note is
+        archived by the caller, once its batch is applied."""
         if read.error is not None:
             log.warning("cannot sync %s: %s", read.path, read.error)
             return NoteOutcome(read.path, FAILED, error=read.error)

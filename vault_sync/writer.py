@@ -759,11 +759,11 @@ def _swaps_after(real: Path, seq: int, ours: str) -> list[_Swap]:
     return chain
 
 
-def _last_swap_writing(real: Path, ours: str) -> list[int]:
-    """The last recorded swap of `real`, when it wrote the bytes with checksum `ours` (none recorded: [])."""
+def _last_swap_writing(real: Path, ours: str) -> int | None:
+    """The last recorded swap of `real`, when it wrote the bytes with checksum `ours` (None: none recorded)."""
     with _SWAPS_LOCK:
         swaps = _SWAPS.get(str(real), [])
-        return [swaps[-1].seq] if swaps and swaps[-1].ours == ours else []
+        return swaps[-1].seq if swaps and swaps[-1].ours == ours else None
 
 
 def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> bytes:
@@ -873,7 +873,8 @@ class _Recovery:
             written = _swap_in(self.root, self.real, self.rel, new, held, st, again)
             if written is None:
                 return False
-            self.put.extend(_last_swap_writing(self.real, written.checksum))  # under _SWAP: ours
+            if (seq := _last_swap_writing(self.real, written.checksum)) is not None:  # under _SWAP: ours
+                self.put.append(seq)
         except (OSError, VaultError) as exc:
             log.warning("%s: could not put the editor's text back into the note: %s", self.rel, exc)
             return False

@@ -167,10 +167,9 @@ async def plan_relations(
 async def _ensure_target(rt: Runtime, target: str, label: str | None) -> tuple[Node, bool]:
     """`memory_sql.ensure_target`, shielded from cancellation: a cancelled await would leave a stub committed on
     the database thread that its caller never heard of (and so could not take out again)."""
-    done: list[tuple[Node, bool]] = []
     with anyio.CancelScope(shield=True):
-        done.append(await rt.store.write(memory_sql.ensure_target, target, label, utc_now()))
-    return done[0]
+        made = await rt.store.write(memory_sql.ensure_target, target, label, utc_now())
+    return made
 
 
 def _itself(target: str, node: Node) -> str:

@@ -339,8 +339,7 @@ class Database:
         return await self._conn._execute(self._unit, self._conn._conn, fn, *args)  # type: ignore[attr-defined]
 
     def _unit(self, conn: sqlean.Connection, fn: Callable[..., T], *args: Any) -> T:
-        if self._bursting:
-            self._settle_cache(conn)
+        self._settle_cache(conn)
         return fn(conn, *args)
 
     async def transaction(self, fn: Callable[..., T], *args: Any) -> T:
@@ -360,12 +359,15 @@ class Database:
     async def settle_after_burst(self) -> None:
         """Once a burst of writes has stopped for BURST_IDLE_S, settle what it left (`_settle_cache`) in a unit of
         its own, so that no search pays for it (the live sync calls this once a second)."""
-        if self._bursting and time.monotonic() - self._last_write >= BURST_IDLE_S:
-            await self.run(lambda conn: None)  # `_unit` settles before running it
+        if self._burst_over():
+            await self.run(self._settle_cache)
+
+    def _burst_over(self) -> bool:
+        return self._bursting and time.monotonic() - self._last_write >= BURST_IDLE_S
 
     def _settle_cache(self, conn: sqlean.Connection) -> None:
         """After a burst of writes has stopped for BURST_IDLE_S: the main connection's cache to its size."""
-        if self._bursting and time.monotonic() - self._last_write >= BURST_IDLE_S:
+        if self._burst_over():
             self._bursting = False
             conn.execute(f"pragma cache_size = -{self._cache_kib}")  # SQLite frees the pages beyond it
             release_free_heap()
