@@ -18,8 +18,10 @@ from server.live import live_sync
 from server.runtime import open_runtime
 from server.settings import Settings
 from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
+from vault_sync.checksum import sha256_hex
 from vault_sync.identify import read_id
-from vault_sync.paths import is_engrama_temp, make_temp_name
+from vault_sync.leftovers import remove_leftover_temps
+from vault_sync.paths import classify, is_engrama_temp, make_temp_name
 
 COMMAND = Path(sys.executable).parent / "engrama-vault"
 BODY = "Line of the person's text, kept whole.\n" * 1500  # ~60 KB: each id write takes a while on disk
@@ -29,18 +31,56 @@ def temps(vault: Path) -> list[Path]:
     return sorted(p for p in vault.rglob("*") if is_engrama_temp(p.name))
 
 
+HALF = b"half an edit"
+
+
 def plant_temps(vault: Path) -> tuple[list[Path], list[Path]]:
-    """Temp files as a killed writer leaves them (ours), and look-alikes the clean-up must leave alone."""
-    ours = [
-        vault / make_temp_name(),
-        vault / "Projects" / make_temp_name(),
-        vault / "Areas/Deep" / make_temp_name(),
-    ]
-    theirs = [vault / ".git" / make_temp_name(), vault / ".trash" / make_temp_name()]
+    """Temp files as a killed writer leaves them (ours: their names carry what they hold), and look-alikes
+    the clean-up must leave alone."""
+    named = make_temp_name([sha256_hex(HALF), sha256_hex(b"the note before")], "Atlas.md")
+    ours = [vault / named, vault / "Projects" / named, vault / "Areas/Deep" / named]
+    theirs = [vault / ".git" / named, vault / ".trash" / named]
     for path in [*ours, *theirs]:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("half an edit", encoding="utf-8")
+        path.write_bytes(HALF)
     return ours, theirs
+
+
+def test_a_leftover_holding_a_save_engrama_did_not_write_is_kept_beside_its_note(vault: Path) -> None:
+    """What a temp file's name says it may hold is removed; anything else is a person's save that landed in
+    it (an editor's save in place into the replaced note, or a save by rename the exchange displaced) and is
+    kept as a conflict copy beside the note the name points to, never removed."""
+    (vault / "Projects").mkdir()
+    note = vault / "Projects" / "Atlas.md"
+    note.write_bytes(b"Atlas, as engrama wrote it.\n")
+    before, written = b"Atlas, before the tool's edit.\n", b"Atlas, as engrama wrote it.\n"
+    name = make_temp_name([sha256_hex(written), sha256_hex(before)], "Atlas.md")
+    shapes = {
+        "what engrama was writing": (written, False),
+        "the version the swap replaced": (before, False),
+        "empty: a save in place truncated it and never wrote": (b"", False),
+        "the person's save": (b"Atlas, and the sentence the person just typed.\n", True),
+    }
+    for what, (data, kept) in shapes.items():
+        (vault / "Projects" / name).write_bytes(data)
+        assert remove_leftover_temps(vault) == (0 if kept else 1), what
+        assert temps(vault) == [], what
+        copies = list((vault / "Projects").glob("Atlas (engrama conflicted copy *).md"))
+        assert [c.read_bytes() for c in copies] == ([data] if kept else []), what
+        if kept:  # listed for the person as a copy of Atlas, never synced as a note of its own
+            assert classify(copies[0].relative_to(vault).as_posix()) == "conflict"
+            copies[0].unlink()
+    assert note.read_bytes() == written
+
+
+def test_a_leftover_of_an_earlier_version_is_removed_only_when_a_note_holds_the_same(vault: Path) -> None:
+    (vault / "Atlas.md").write_bytes(b"Atlas.\n")
+    (vault / make_temp_name()).write_bytes(b"Atlas.\n")  # names no checksum: its bytes are a note's
+    assert remove_leftover_temps(vault) == 1
+    (vault / make_temp_name()).write_bytes(b"Something no note holds.\n")
+    assert remove_leftover_temps(vault) == 0
+    (copy,) = vault.glob("engrama recovered save (engrama conflicted copy *).md")
+    assert copy.read_bytes() == b"Something no note holds.\n" and temps(vault) == []
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")

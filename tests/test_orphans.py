@@ -12,6 +12,7 @@ import errno
 import gc
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -24,11 +25,13 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.test_e2e_stdio import COMMAND, call, serve_args
+from tests.test_e2e_stdio import COMMAND, call, serve_args, synced_session
 from tests.test_settle import wait_for_holder
 from vault_sync import orphans, writer
 from vault_sync.errors import ConcurrentEdit
-from vault_sync.paths import classify, conflict_original
+from vault_sync.lease import lease_path
+from vault_sync.leftovers import remove_leftover_temps
+from vault_sync.paths import classify, conflict_original, is_engrama_temp
 from vault_sync.writer import edit_note
 
 pytestmark = pytest.mark.skipif(not orphans.SUPPORTED, reason="replaced files are watched on POSIX only")
@@ -128,23 +131,102 @@ def mark_new_note(root: Path, rel: str) -> None:
     edit_note(root, rel, add_mark)
 
 
-def test_a_replaced_file_nobody_writes_into_is_let_go(
+def leases_tell(folder: Path) -> bool:
+    """Whether this system says if a file is open for writing (Linux leases, `writer._open_for_writing`)."""
+    probe = folder / ".probe"
+    probe.write_bytes(b"")
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        return writer._open_for_writing(fd) is not None
+    finally:
+        os.close(fd)
+        probe.unlink()
+
+
+def temp_names(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if is_engrama_temp(p.name)]
+
+
+def test_a_replaced_file_no_program_has_open_for_writing_is_not_watched(tmp_path: Path) -> None:
+    """No editor can save into it any more: nothing is held for it (a first sync swaps every note)."""
+    if not leases_tell(tmp_path):
+        pytest.skip("this system cannot tell: every replaced file is watched (the next test)")
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    before = open_fds()
+    for n in range(5):
+        mark_new_note(tmp_path, f"N{n}.md")
+    assert orphans.WATCHER.pending() == 0
+    assert open_fds() == before and temp_names(tmp_path) == []
+    assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
+
+
+def test_a_replaced_file_an_editor_holds_open_and_never_writes_into_is_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(orphans, "WATCH", 1.0)
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     before = open_fds()
+    editors = []
     started = time.monotonic()
     for n in range(5):
-        mark_new_note(tmp_path, f"N{n}.md")
-    watched = orphans.WATCHER.pending()
+        (tmp_path / f"N{n}.md").write_bytes(b"text\n")
+        editors.append(open(tmp_path / f"N{n}.md", "r+b"))  # noqa: SIM115 - opened to save in place, never does
+        edit_note(tmp_path, f"N{n}.md", add_mark)
+    watched, held = orphans.WATCHER.pending(), temp_names(tmp_path)
     if time.monotonic() - started < orphans.WATCH:  # a loaded machine's fsyncs may outlast the watch
         assert watched == 5
+        # While an editor may still save into it, the replaced note keeps a (hidden) name: a crash then
+        # leaves the save on disk for the next start to keep (test_leftovers).
+        assert len(held) == (5 if leases_tell(tmp_path) else 0)
     wait_for(lambda: orphans.WATCHER.pending() == 0)
-    assert open_fds() == before
+    for editor in editors:
+        editor.close()
+    assert open_fds() == before and temp_names(tmp_path) == []
     assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
     # with nothing left to watch, its thread ends by itself (the suite's leak checks let it run meanwhile)
     wait_for(lambda: not any(t.name == "engrama-orphans" for t in threading.enumerate()))
+
+
+KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+from vault_sync.writer import edit_note
+edit_note(Path(sys.argv[1]), "Topic.md", lambda data: data + b"- engrama's observation\\n")
+print("swapped", flush=True)
+time.sleep(60)
+"""
+
+
+def test_an_editors_save_into_the_replaced_note_outlives_the_writer_being_killed(tmp_path: Path) -> None:
+    """A SIGKILL after a swap, while the editor's save in place into the replaced note waits to be put back:
+    the save stays on disk under the replaced note's temp name, and the next process to take the vault's
+    lease keeps it as a conflict copy (before, its bytes lived only in a descriptor and were gone)."""
+    if not leases_tell(tmp_path):
+        pytest.skip("this system cannot tell whether a file is open for writing (the note's 'Left alone')")
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"The person's first line.\n")
+    editor = open(note, "r+b")  # noqa: SIM115 - the person's editor has begun a save in place
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(tmp_path)], stdout=subprocess.PIPE, cwd=tmp_path
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"swapped\n"
+        child.send_signal(signal.SIGSTOP)  # from here on it can put nothing back
+        os.waitpid(child.pid, os.WUNTRACED)
+        saved = b"The person's first line.\nAnd what they typed since.\n"
+        editor.seek(0)
+        editor.truncate()
+        editor.write(saved)
+        editor.close()
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert note.read_bytes() == b"The person's first line.\n- engrama's observation\n"
+    remove_leftover_temps(tmp_path)  # what the next process to take the vault's lease does first
+    copies = list(tmp_path.glob("Topic (engrama conflicted copy *).md"))
+    assert [c.read_bytes() for c in copies] == [saved]
+    assert temp_names(tmp_path) == []
 
 
 class _Bulky:
@@ -233,6 +315,52 @@ def test_saves_in_place_racing_tool_edits_lose_no_line(tmp_path: Path) -> None:
     assert missing == [], f"{missing} lost; the note now:\n{text}"
     # Only the editor and the tool touch the note: every put-back goes into it, through the tool's later edits.
     assert kept_aside(tmp_path) == ""
+
+
+KILLED_AFTER_THE_EXCHANGE = """
+import os, signal, sys
+from pathlib import Path
+from vault_sync import writer
+root = Path(sys.argv[1])
+exchange, take = writer._exchange, writer._take_displaced
+def landing(tmp, real):  # another program saves the note by rename in the instant before the exchange
+    other = real.with_name(".other.tmp")
+    other.write_bytes(b"Saved by another program in that very instant.\\n")
+    os.replace(other, real)
+    return exchange(tmp, real)
+def stopped(*args):  # the exchange has put that save at the temp name: stop before it is moved aside
+    print("exchanged", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return take(*args)
+writer._exchange, writer._take_displaced = landing, stopped
+writer.edit_note(root, "Topic.md", lambda data: data + b"- engrama's observation\\n")
+"""
+
+
+@pytest.mark.skipif(writer._EXCHANGE is None, reason="this system swaps no two names atomically")
+def test_a_save_the_exchange_displaced_outlives_the_writer_being_killed_before_moving_it_aside(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILL between the exchange and the rename that moves a displaced save to its conflict-copy name
+    leaves that save at the temp name; the next process to take the lease keeps it (before: removed it)."""
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"The person's first line.\n")
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_AFTER_THE_EXCHANGE, str(tmp_path)], stdout=subprocess.PIPE, cwd=tmp_path
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"exchanged\n"
+        os.waitpid(child.pid, os.WUNTRACED)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    assert note.read_bytes() == b"The person's first line.\n- engrama's observation\n"
+    assert len(temp_names(tmp_path)) == 1
+    remove_leftover_temps(tmp_path)
+    copies = list(tmp_path.glob("Topic (engrama conflicted copy *).md"))
+    assert [c.read_bytes() for c in copies] == [b"Saved by another program in that very instant.\n"]
+    assert temp_names(tmp_path) == []
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
@@ -619,3 +747,48 @@ def test_a_save_in_two_parts_kept_as_a_conflict_copy_leaves_one_copy_holding_the
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     assert kept_aside(tmp_path) == saved.decode() and len(list(tmp_path.glob("*conflicted copy*"))) == 1
     assert note.read_bytes() == b"# Topic\nFrom the other computer.\n"
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_through_the_server_a_save_into_the_replaced_note_outlives_a_kill_and_is_kept_at_the_next_start(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """The real server over stdio writes the assistant's observation while the person's editor has the note
+    open to save into it; the server is killed before it can put the save back. The next server to start
+    (taking the vault's lease) keeps the save beside the note, and the observation is in the note."""
+    if not leases_tell(tmp_path):
+        pytest.skip("this system cannot tell whether a file is open for writing (the note's 'Left alone')")
+    note = vault / "Concepts" / "Lantern.md"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    first = "---\ntype: Concept\n---\nThe person's first line.\n"
+    note.write_text(first, encoding="utf-8")
+    typed = first + "The line the person typed as the server died.\n"
+    env = dict(os.environ)  # the suite's settle window (none): nothing holds the tool back
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await wait_for_holder(session)
+        pid = int(lease_path(db_path).read_text(encoding="utf-8"))
+        editor = open(note, "r+b")  # noqa: SIM115, ASYNC230 - the person's editor is about to save in place
+        try:
+            await call(
+                session,
+                "engrama_remember",
+                {"label": "Concept", "name": "Lantern", "observation": "Lit at dusk by the assistant"},
+            )
+            os.kill(pid, signal.SIGSTOP)  # it can put nothing back from here on
+            editor.seek(0)
+            editor.truncate()
+            editor.write(typed.encode())
+        finally:
+            editor.close()
+            os.kill(pid, signal.SIGKILL)
+    assert "Lit at dusk" in note.read_text(encoding="utf-8")
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await wait_for_holder(session)
+        copies = list(note.parent.glob("Lantern (engrama conflicted copy *).md"))
+        assert [c.read_text(encoding="utf-8") for c in copies] == [typed]
+        assert not [p for p in vault.rglob("*") if is_engrama_temp(p.name)]
+    assert (
+        "Lit at dusk" in note.read_text(encoding="utf-8")
+        and note.read_text(encoding="utf-8").count("engrama_id:") == 1
+    )
+    assert "kept as Lantern (engrama conflicted copy" in (tmp_path / "stderr.log").read_text(encoding="utf-8")

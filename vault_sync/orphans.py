@@ -5,8 +5,10 @@ truncate, write) still writes into it, and those bytes land in a file no name po
 gone the moment the editor closes it. The writer's quiet rule keeps tool edits away from notes being saved, but
 the re-read that guards a swap and the swap itself are two system calls, and a save can start between them.
 
-So on POSIX the writer keeps the replaced file open for a while after each swap (`watch`). Its bytes stay
-readable through that descriptor however it was unlinked. A background thread looks at each one every
+So on POSIX the writer keeps the replaced file open for a while after a swap (`watch`): after every swap where
+the system cannot tell whether a program has the file open for writing, and on Linux only when one has (then
+the file also keeps its temp name until the watch ends, so a crash leaves the save on disk: `leftovers`). Its
+bytes stay readable through that descriptor however it was unlinked. A background thread looks at each one every
 `POLL` seconds; when one changed since the swap (an editor wrote into it) and has then been still for
 `STILL`, its bytes go to `recovered` (the writer puts them back into the note, see `writer._Recovery`). A
 file nobody wrote into is let go after `WATCH` seconds, one still being written is kept up to `LONGEST`. A

@@ -26,9 +26,11 @@ Cloud placeholders (`cloud_placeholder_of`): iCloud replaces a note it evicted f
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -193,14 +195,49 @@ def is_scratch_name(name: str) -> bool:
     )
 
 
-def make_temp_name() -> str:
-    """A fresh, unguessable temp file name that `classify` ignores and `is_engrama_temp` recognises."""
-    return f"{TEMP_PREFIX}{secrets.token_hex(8)}.tmp"
+_SUM_CHARS = 16  # of a sha256 hex digest in a temp file's name: 64 bits, never a chance match
+_NOTE_MARK = "n"  # before the short hash of the note's file name in a temp file's name
+
+
+def make_temp_name(sums: Iterable[str] = (), note: str | None = None) -> str:
+    """A fresh, unguessable temp file name that `classify` ignores and `is_engrama_temp` recognises.
+
+    It carries what a clean-up after a crash needs to tell engrama's own bytes from a person's
+    (`temp_name_parts`): the start of the sha256 hex digest of each version engrama knows the file may hold
+    (what it writes, and the note's version a swap puts there), and a short hash of the note's file name.
+    """
+    parts = [secrets.token_hex(8), *(s[:_SUM_CHARS] for s in sums)]
+    if note is not None:
+        parts.append(_NOTE_MARK + name_hash(note))
+    return f"{TEMP_PREFIX}{'-'.join(parts)}.tmp"
 
 
 def is_engrama_temp(name: str) -> bool:
-    """True for temp file names made by `make_temp_name` (e.g. left behind by a crash, safe to remove)."""
+    """True for temp file names made by `make_temp_name` (e.g. left behind by a crash)."""
     return name.startswith(TEMP_PREFIX) and name.endswith(".tmp")
+
+
+def temp_name_parts(name: str) -> tuple[frozenset[str], str | None]:
+    """What `make_temp_name` put in `name`: the digest starts it carries and the note's name hash (None when
+    it names none: a temp file an earlier version left)."""
+    parts = name[len(TEMP_PREFIX) : -len(".tmp")].split("-")[1:]
+    sums = frozenset(p for p in parts if len(p) == _SUM_CHARS and _is_hex(p))
+    notes = [p[1:] for p in parts if p.startswith(_NOTE_MARK) and _is_hex(p[1:])]
+    return sums, notes[0] if notes else None
+
+
+def sum_in_name(digest: str) -> str:
+    """The part of a sha256 hex digest a temp file's name carries."""
+    return digest[:_SUM_CHARS]
+
+
+def name_hash(name: str) -> str:
+    """A short hash of a file name, for a temp file's name to say which note it belongs to."""
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _relative_parts(rel: str) -> list[str]:

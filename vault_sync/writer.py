@@ -21,7 +21,9 @@ The re-read that guards the swap and the swap itself are two system calls; withi
 under one lock (`_SWAP`), so two tool calls editing one note at once (each write runs in a thread) re-base on
 each other instead of the second replacing the first. Another program can still act between them:
 - an editor saving in place (open, truncate, write) then writes into the file the swap replaced. On POSIX that
-  file is kept open and watched for a few seconds (`orphans`);
+  file is kept open and watched for a few seconds (`orphans`). On Linux only while some program has it open
+  for writing (a lease tells: `_open_for_writing`; none may open it afterwards, its name is gone), and then
+  it keeps its temp name meanwhile, so a crash leaves the editor's save on disk for the next start to keep;
 - a program saving by rename puts its file at the path just before the swap. On Linux and macOS the swap
   exchanges the two names (`renameat2(RENAME_EXCHANGE)`, `renamex_np(RENAME_SWAP)`), so the file it displaced
   is at hand: it is moved at once to a conflict-copy name beside the note (so a crash loses nothing) and
@@ -29,8 +31,11 @@ each other instead of the second replacing the first. Another program can still 
   save is lost, a window of microseconds.
 What an editor wrote is then put back into the note with the edit applied again (`_Recovery.recover`), or,
 when the note changed otherwise meanwhile, into a conflict copy beside it (at the vault's top when its folder
-is gone). A process killed (SIGKILL) while a save in place is being written into a replaced file loses that
-save: its bytes lived only in the descriptor. A stop by signal or a normal exit takes a last look first.
+is gone). A stop by signal or a normal exit takes a last look first. A process killed (SIGKILL, power loss)
+leaves its temp files; each one's name carries the checksums of what engrama knows it may hold, and the next
+start removes only those and keeps anything else beside its note (`leftovers`). Where the system cannot tell
+whether a replaced file is open for writing (macOS, network filesystems), it is watched without a name, and a
+kill while an editor's save sits in it still loses that save.
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ import sys
 import threading
 import time
 import weakref
+
+try:
+    import fcntl
+except ImportError:  # Windows: no leases (`_open_for_writing`)
+    fcntl = None
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,7 +315,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     rel_norm = to_rel(root, path)
     _require_note_path(rel_norm)
     _make_folders(root, path.parent)
-    tmp, st = _write_temp(path.parent, data, new_mode=None)
+    tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
     try:
         _link_new(tmp, path, rel_norm, data)
     finally:
@@ -514,46 +524,80 @@ def _swap_in(
 
     The replaced file is then watched (`orphans`): an editor that had opened it for a save in place just
     before the swap writes into it, and those bytes are put back into the note, through `edit` again."""
+    ours = sha256_hex(new)
+    # The temp file's name carries both versions it may hold: `new` until the exchange, the note's `base`
+    # after it, so a clean-up after a crash can tell them from a save another program made (`leftovers`).
     tmp, tmp_st = _write_temp(
-        real.parent, new, new_mode=stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid)
+        real.parent,
+        new,
+        new_mode=stat.S_IMODE(st.st_mode),
+        owner=(st.st_uid, st.st_gid),
+        sums=(ours, base),
+        note=real.name,
     )
     # rename keeps the inode's mtime, so the temp file's fstat describes the note now on disk
     written = _file_state(rel, new, tmp_st)
-    ours = written.checksum
     try:
         with _SWAP:
             replaced = _replace_if_unchanged(real, rel, tmp, base)
             if replaced is None:
                 return None
             # Recorded before any other swap or put-back of this note can run (both take `_SWAP`): a put-back
-            # re-applies every swap made after the one it undoes, and must not miss this one.
-            seq = _record_swap(real, base, ours, edit) if replaced.fd >= 0 else 0
+            # re-applies every swap made after the one it undoes, and must not miss this one, watched or not.
+            seq = _record_swap(real, base, ours, edit, watched=replaced.fd >= 0)
     finally:
         _remove_own_temp(tmp, tmp_st)
     _wrote(real, tmp_st)
     _fsync_folder(real.parent)
     if replaced.fd >= 0:
         recovery = _Recovery(root, real, rel, seq, ours, edit, replaced.kept)
+        held = replaced.held
+
+        def done() -> None:
+            _release_swap(real, seq)
+            if held is not None:
+                _let_go_of_held(held, rel, {base, *recovery.stored})
+
         orphans.WATCHER.watch(
             replaced.fd,
             rel,
             replaced.seen,
             recovery.recover,
-            lambda: _release_swap(real, seq),
+            done,
             whole=replaced.kept is not None,
         )
     return written
+
+
+def _let_go_of_held(held: tuple[Path, tuple[int, int]], rel: str, stored: set[str]) -> None:
+    """The watch of a replaced file kept at a temp name is over: remove that name when its bytes are the
+    note's version the swap replaced or were stored in the vault (put back, or a conflict copy); otherwise
+    (they could not be stored) it stays, and the next start's clean-up keeps it as a conflict copy."""
+    path, ident = held
+    try:
+        data, st = _read_stable(path, rel)
+    except (OSError, VaultError):
+        return
+    if (st.st_dev, st.st_ino) != ident:
+        return  # not the file the swap replaced any more: not ours to remove
+    if not data or sha256_hex(data) in stored:
+        _remove_quietly(path)
+    else:
+        log.warning("%s: the text an editor saved into the replaced file stays in %s", rel, path.name)
 
 
 @dataclass(frozen=True)
 class _Replaced:
     """The file a swap took the note's path from: `fd` open on it to watch (-1: nothing to watch), `seen` its
     (size, mtime) when checked, and `kept` when it is another program's save the swap displaced: where it
-    stays in the vault (a conflict-copy name) until it is put back, and its (device, inode)."""
+    stays in the vault (a conflict-copy name) until it is put back, and its (device, inode). `held`: the
+    temp name the replaced note keeps while a program that has it open for writing may still save into it
+    (and its device, inode), so a crash in that time leaves the save on disk (`leftovers`)."""
 
     fd: int
     seen: tuple[int, int]
     kept: tuple[Path, tuple[int, int]] | None = None
+    held: tuple[Path, tuple[int, int]] | None = None
 
 
 def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replaced | None:
@@ -587,6 +631,7 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
                 f"{rel} was moved or deleted while engrama edited it; nothing was written"
             ) from None
         raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
+    held: Path | None = None  # the temp name that holds the replaced note after an exchange
     if exchanged:  # `tmp` now names the file that was at the note's path the instant before
         try:
             displaced = _take_displaced(tmp, real, rel, checked)
@@ -598,10 +643,50 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
             if fd >= 0:
                 os.close(fd)
             return displaced
-    if fd >= 0 and os.fstat(fd).st_nlink > 0:  # another name still reaches it (a hard link): nothing is lost
-        os.close(fd)
-        fd = -1
-    return _Replaced(fd, (st.st_size, st.st_mtime_ns))
+        held = tmp if _is_file(tmp, checked) else None
+    seen = (st.st_size, st.st_mtime_ns)
+    keep = False  # whether the replaced note keeps its temp name while it is watched
+    if fd >= 0:
+        after = os.fstat(fd)
+        if after.st_nlink > (
+            1 if held is not None else 0
+        ):  # another name reaches it (a hard link): nothing lost
+            os.close(fd)
+            fd = -1
+        else:
+            writing = _open_for_writing(fd)
+            untouched = (after.st_size, after.st_mtime_ns) == seen
+            if writing is False and untouched:  # no program can save into it any more: nothing to watch
+                os.close(fd)
+                fd = -1
+            keep = writing is True or not untouched
+    if held is not None and not keep:
+        _remove_quietly(held)
+        held = None
+    return _Replaced(fd, seen, held=(held, checked) if held is not None else None)
+
+
+# fcntl(2) leases (Linux): a read lease is granted only while no process has the file open for writing.
+_F_SETLEASE = 1024
+_LEASE_READ, _LEASE_NONE = 0, 2  # F_RDLCK, F_UNLCK
+
+
+def _open_for_writing(fd: int) -> bool | None:
+    """Whether any program has the file `fd` (open for reading) open for writing: an editor that began a save
+    in place before a swap replaced it may still write into it. None where the system cannot tell (no
+    leases: macOS, Windows, most network filesystems, a file of another owner without CAP_LEASE).
+
+    Once a swap has replaced a note, no program can open the replaced file by the note's path any more, so
+    when none has it open for writing then, none will ever write into it."""
+    if fcntl is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        fcntl.fcntl(fd, _F_SETLEASE, _LEASE_READ)
+    except OSError as exc:
+        return True if exc.errno == errno.EAGAIN else None
+    with contextlib.suppress(OSError):  # the lease ends when the descriptor is closed anyway
+        fcntl.fcntl(fd, _F_SETLEASE, _LEASE_NONE)
+    return False
 
 
 # The flags of the C library's rename with flags: Linux renameat2 (linux/fs.h), macOS renamex_np (sys/stdio.h).
@@ -668,8 +753,8 @@ def _exchange(tmp: Path, real: Path) -> bool:
 
 
 def _take_displaced(tmp: Path, real: Path, rel: str, checked: tuple[int, int]) -> _Replaced | None:
-    """What an exchange left at `tmp`: None when it is the very file checked (it is unlinked; the descriptor
-    already held watches it). Anything else is another program's save, or something put at the note's path,
+    """What an exchange left at `tmp`: None when it is the very file checked (left there; the caller decides
+    whether it is watched under that name). Anything else is another program's save, or something put at the note's path,
     that landed between the check and the swap: it is never removed. It moves to a conflict-copy name beside
     the note, so it stays in the vault whatever happens to this process, and a regular file is watched from
     there as a complete save, to be put back into the note at once (`_Recovery.recover` then removes the
@@ -679,7 +764,6 @@ def _take_displaced(tmp: Path, real: Path, rel: str, checked: tuple[int, int]) -
     except FileNotFoundError:  # something removed it meanwhile: nothing is left to keep
         return None
     if stat.S_ISREG(info.st_mode) and (info.st_dev, info.st_ino) == checked:
-        os.unlink(tmp)
         return None
     kept = _move_to_free_name(tmp, _beside(real), "beside the note")
     if kept is None:
@@ -724,12 +808,18 @@ _SWAPS_LOCK = threading.Lock()
 _SWAP_SEQ = itertools.count(1)
 
 
-def _record_swap(real: Path, base: str, ours: str, edit: Callable[[bytes], bytes] | None) -> int:
+def _record_swap(
+    real: Path, base: str, ours: str, edit: Callable[[bytes], bytes] | None, *, watched: bool
+) -> int:
+    """Record a swap of `real`. One whose replaced file is not `watched` is kept only while an earlier swap's
+    replaced file is (a put-back of that one re-applies this edit too)."""
     seq = next(_SWAP_SEQ)
     key = str(real)
     with _SWAPS_LOCK:
-        _SWAPS.setdefault(key, []).append(_Swap(seq, base, ours, edit))
-        _WATCHED_SWAPS.setdefault(key, set()).add(seq)
+        if watched:
+            _WATCHED_SWAPS.setdefault(key, set()).add(seq)
+        if key in _WATCHED_SWAPS:
+            _SWAPS.setdefault(key, []).append(_Swap(seq, base, ours, edit))
     return seq
 
 
@@ -793,6 +883,7 @@ class _Recovery:
     kept: tuple[Path, tuple[int, int]] | None
     put: list[int] = dataclasses.field(default_factory=list)  # the swaps of this recovery's own put-backs
     copies: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # its conflict copies (checksum)
+    stored: set[str] = dataclasses.field(default_factory=set)  # checksums of the saves it stored in the vault
 
     def recover(self, data: bytes, finished: bool) -> bool:
         """Put back the bytes an editor saved into the file the swap replaced; True once they are stored
@@ -816,6 +907,7 @@ class _Recovery:
                 if self.put_back(data):
                     if self.kept is not None and _is_file(*self.kept):
                         _remove_quietly(self.kept[0])
+                    self.stored.add(sha256_hex(data))
                     return True
         if self.kept is not None and _is_file(*self.kept):
             log.warning(
@@ -823,6 +915,7 @@ class _Recovery:
                 rel,
                 self.kept[0].name,
             )
+            self.stored.add(sha256_hex(data))
             return True
         # Beside the note; at the vault's top when its folder went away.
         for near in (self.real, self.root / self.real.name):
@@ -834,6 +927,7 @@ class _Recovery:
             log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
             self._drop_earlier_copies()
             self.copies.append((copy, sha256_hex(data)))
+            self.stored.add(sha256_hex(data))
             return True
         return False
 
@@ -893,7 +987,7 @@ def _is_file(path: Path, ident: tuple[int, int]) -> bool:
 
 def _conflict_copy(real: Path, data: bytes) -> Path:
     """Write `data` beside `real` under a conflict-copy name the sync lists and never indexes as a note."""
-    tmp, _ = _write_temp(real.parent, data, new_mode=None)
+    tmp, _ = _write_temp(real.parent, data, new_mode=None, sums=(sha256_hex(data),), note=real.name)
     try:
         for copy in _beside(real):
             try:
@@ -907,14 +1001,26 @@ def _conflict_copy(real: Path, data: bytes) -> Path:
 
 
 def _write_temp(
-    folder: Path, data: bytes, *, new_mode: int | None, owner: tuple[int, int] | None = None
+    folder: Path,
+    data: bytes,
+    *,
+    new_mode: int | None,
+    owner: tuple[int, int] | None = None,
+    sums: Iterable[str],
+    note: str,
 ) -> tuple[Path, os.stat_result]:
     """Write `data` to a fresh temp file in `folder`, fsynced; return its path and final fstat.
 
     With `new_mode` the file starts private (0o600, so a private note is never briefly world-readable) and
     then takes those bits; without it, it gets the default mode for new files (0o666 minus the umask).
+    Its name carries `sums` (the checksums of every version engrama knows the file may come to hold: `data`,
+    and for a swap the note's version the exchange puts there) and the name of the `note` it is for, so a
+    clean-up after a crash removes only those and keeps anything else as a copy (`leftovers`).
     """
-    fd, tmp = _create_temp(folder, 0o600 if new_mode is not None else 0o666)
+    sums = tuple(sums)
+    fd, tmp = _create_temp(
+        folder, 0o600 if new_mode is not None else 0o666, lambda: make_temp_name(sums, note)
+    )
     try:
         view = memoryview(data)
         while view:
@@ -933,9 +1039,9 @@ def _write_temp(
     return tmp, st
 
 
-def _create_temp(folder: Path, mode: int) -> tuple[int, Path]:
+def _create_temp(folder: Path, mode: int, name: Callable[[], str]) -> tuple[int, Path]:
     for _ in range(5):
-        tmp = folder / make_temp_name()
+        tmp = folder / name()
         try:
             return os.open(tmp, _OPEN_EXCL, mode), tmp
         except FileExistsError:
@@ -1094,3 +1200,12 @@ def _remove_quietly(path: Path) -> None:
         pass
     except OSError as exc:  # never let clean-up hide the error that got us here
         log.warning("could not remove temp file %s: %s", path, exc.strerror)
+
+
+def keep_beside(source: Path, note: Path) -> Path | None:
+    """Move the file `source` to a free conflict-copy name beside `note`, never overwriting anything; the
+    copy's path, or None when no name was free (`leftovers`)."""
+    kept = _move_to_free_name(source, _beside(note), "beside the note")
+    if kept is not None:
+        _fsync_folder(kept.parent)
+    return kept
