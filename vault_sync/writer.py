@@ -677,7 +677,8 @@ def _open_for_writing(fd: int) -> bool | None:
     leases: macOS, Windows, most network filesystems, a file of another owner without CAP_LEASE).
 
     Once a swap has replaced a note, no program can open the replaced file by the note's path any more, so
-    when none has it open for writing then, none will ever write into it."""
+    when none has it open for writing then, none will ever write into it. The lease is held for two system
+    calls on a file no other program can open by name, so no lease break (a SIGIO to this process) comes."""
     if fcntl is None or not sys.platform.startswith("linux"):
         return None
     try:
