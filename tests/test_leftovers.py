@@ -148,3 +148,19 @@ def test_a_one_shot_sync_that_takes_the_lease_removes_leftover_temps(vault: Path
     assert done.returncode == 0, done.stderr
     assert not any(p.exists() for p in ours) and all(p.exists() for p in theirs)
     assert "removed 3 temp file(s)" in done.stderr
+
+
+def test_a_leftover_whose_every_line_the_note_already_holds_is_removed(vault: Path) -> None:
+    """Killed after putting an editor's save back into the note (with engrama's edit on it) and before letting
+    go of the replaced file: the note holds the save; a conflict copy would only repeat it (review 16)."""
+    saved = b"Atlas.\nThe sentence the person typed.\n"
+    note = vault / "Atlas.md"
+    note.write_bytes(saved + b"- engrama's observation\n")
+    name = make_temp_name([sha256_hex(b"what engrama wrote"), sha256_hex(b"the note before")], "Atlas.md")
+    (vault / name).write_bytes(saved)
+    assert remove_leftover_temps(vault) == 1
+    assert temps(vault) == [] and not list(vault.glob("*conflicted copy*"))
+    (vault / name).write_bytes(b"The sentence the person typed.\nAtlas.\n")  # the same lines, not in order
+    assert remove_leftover_temps(vault) == 0
+    (copy,) = vault.glob("Atlas (engrama conflicted copy *).md")
+    assert copy.read_bytes() == b"The sentence the person typed.\nAtlas.\n"

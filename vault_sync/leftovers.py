@@ -29,7 +29,7 @@ from pathlib import Path
 
 from vault_sync.errors import VaultError
 from vault_sync.paths import is_engrama_temp, name_hash, sum_in_name, temp_name_parts
-from vault_sync.writer import keep_beside
+from vault_sync.writer import MAX_NOTE_BYTES, keep_beside
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,9 @@ def _settle(entry: os.DirEntry[str], notes: list[os.DirEntry[str]]) -> int:
     if size == 0 or sum_in_name(digest) in sums or (not sums and _held_by_a_note(notes, size, digest)):
         return _remove(entry)
     note = next((n for n in notes if note_hash is not None and name_hash(n.name) == note_hash), None)
+    if note is not None and _lines_held_by(entry.path, note.path):
+        log.info("%s already holds every line of the leftover temp file %s; removed", note.name, entry.name)
+        return _remove(entry)
     beside = Path(note.path if note is not None else os.path.join(os.path.dirname(entry.path), UNNAMED))
     try:
         kept = keep_beside(Path(entry.path), beside)
@@ -95,11 +98,24 @@ def _settle(entry: os.DirEntry[str], notes: list[os.DirEntry[str]]) -> int:
         log.warning("no free name beside %s for the leftover temp file %s; it stays", beside.name, entry.path)
     else:
         log.warning(
-            "%s holds a save engrama had not finished putting back when it was stopped; kept as %s",
+            "a save of %s that engrama was putting back into the note when it was stopped is kept as %s",
             beside.name,
             kept.name,
         )
     return 0
+
+
+def _lines_held_by(leftover: str, note: str) -> bool:
+    """Whether the note holds every line of the leftover, in order (a put-back was done, with engrama's edit
+    on it, when the process was stopped): removing the leftover then loses nothing."""
+    try:
+        with open(leftover, "rb") as f:
+            left = f.read(MAX_NOTE_BYTES + 1).splitlines()
+        with open(note, "rb") as f:
+            lines = iter(f.read(MAX_NOTE_BYTES + 1).splitlines())
+    except OSError:
+        return False
+    return all(line in lines for line in left)  # each found after the one before: an ordered subsequence
 
 
 def _held_by_a_note(notes: list[os.DirEntry[str]], size: int, digest: str) -> bool:
