@@ -114,7 +114,7 @@ class LiveSync:
         assert self.rt.sync is not None
         # The only writer now: temp files of a writer killed mid-edit are nobody's any more. Removed before
         # this process writes anything, off the event loop (it walks the vault's folders).
-        await remove_leftovers(self.rt.sync.root)
+        await remove_leftovers(self.rt.sync.root, self.rt.store)
         self.rt.sync.writable = True
         self.reconciler = LiveReconciler(
             self.rt.sync,

@@ -17,7 +17,7 @@ import anyio
 
 from profiles.loader import Profile, load_profile
 from server.settings import Settings
-from server.store import GraphStore
+from server.store import GraphStore, memory_sql
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
@@ -75,11 +75,16 @@ class Runtime:
         return Quiet(self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE, brought=ARRIVED_QUIET)
 
 
-async def remove_leftovers(vault: Path) -> None:
-    """Remove the temp files a writer killed mid-edit left in the vault (call it right after taking the lease)."""
+async def remove_leftovers(vault: Path, store: GraphStore) -> None:
+    """Settle what a writer killed mid-edit left (call it right after taking the lease): its temp files in the
+    vault (`vault_sync.leftovers`), and the placeholder nodes its tool calls made for relations whose note was
+    never written (nothing points at them; a rebuild from the vault would not have them)."""
     removed = await asyncio.to_thread(remove_leftover_temps, vault)
     if removed:
         log.info("removed %d temp file(s) left in the vault by an engrama process that was killed", removed)
+    dropped = await store.write(memory_sql.drop_stubs_left_over, memory_sql.RUNNING_STUBS)
+    if dropped:
+        log.info("removed %d placeholder node(s) left by tool calls that never finished", dropped)
 
 
 def note_rules(profile: Profile) -> NoteRules:
@@ -110,7 +115,9 @@ async def open_runtime(
                 )
                 writable = False
             elif lease is not None:
-                await remove_leftovers(settings.vault)  # the only writer now: a killed writer's temps go
+                await remove_leftovers(
+                    settings.vault, store
+                )  # the only writer now: a killed writer's temps go
             sync = VaultSync(
                 settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
             )

@@ -3,10 +3,13 @@ leaves `.engrama-tmp-*.tmp` behind; the next process to take the vault's lease r
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,9 +20,12 @@ import pytest
 from server.live import live_sync
 from server.runtime import open_runtime
 from server.settings import Settings
+from tests.test_e2e_stdio import synced_session
 from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
+from tests.test_settle import wait_for_holder
 from vault_sync.checksum import sha256_hex
 from vault_sync.identify import read_id
+from vault_sync.lease import lease_path
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.paths import classify, is_engrama_temp, make_temp_name
 
@@ -164,3 +170,41 @@ def test_a_leftover_whose_every_line_the_note_already_holds_is_removed(vault: Pa
     assert remove_leftover_temps(vault) == 0
     (copy,) = vault.glob("Atlas (engrama conflicted copy *).md")
     assert copy.read_bytes() == b"The sentence the person typed.\nAtlas.\n"
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_a_relation_target_a_killed_call_made_is_gone_at_the_next_start(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """`engrama_relate` makes its target's placeholder node, then waits for the note the person just saved to
+    go quiet before writing it. A server killed in that wait left the placeholder for good: a name no note
+    holds, which `engrama_context` showed and a rebuild from the vault would not have (review 16)."""
+    (vault / "Projects").mkdir()
+    note = vault / "Projects" / "Atlas.md"
+    note.write_text("---\ntype: Project\n---\nAtlas is a thing the person wrote.\n", encoding="utf-8")
+    env = dict(os.environ) | {"ENGRAMA_SETTLE_SECONDS": "3"}  # the production quiet window
+    relate = {"source": "Atlas", "source_label": "Project", "rel_type": "USES", "target": "Zookeeper"}
+
+    def zookeepers() -> int:
+        with contextlib.closing(sqlite3.connect(db_path)) as conn:
+            return conn.execute("select count(*) from nodes where name = 'Zookeeper'").fetchone()[0]
+
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await wait_for_holder(session)
+        pid = int(lease_path(db_path).read_text(encoding="utf-8"))
+        with note.open("a", encoding="utf-8") as f:
+            f.write("The person's next line.\n")  # just saved: the tool waits for the note to be quiet
+        call = asyncio.create_task(session.call_tool("engrama_relate", relate))
+        deadline = time.monotonic() + 10
+        while zookeepers() == 0:  # its placeholder is made before the wait
+            assert time.monotonic() < deadline and not call.done(), "the relation's target was never made"
+            await asyncio.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)  # in the wait: the note is never written, the call never returns
+        with contextlib.suppress(Exception):
+            await call
+    assert "Zookeeper" not in note.read_text(encoding="utf-8") and zookeepers() == 1
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await wait_for_holder(session)
+        assert zookeepers() == 0
+        found = await session.call_tool("engrama_context", {"name": "Zookeeper"})
+        assert found.is_error  # "nothing is called 'Zookeeper'"

@@ -1157,6 +1157,7 @@ def _make_folders(root: Path, folder: Path) -> None:
         current = os.path.join(current, part)
         try:
             os.mkdir(current)
+            _fsync_folder(Path(os.path.dirname(current)))  # the new folder's entry outlives a power loss too
         except (FileExistsError, NotADirectoryError):
             if not os.path.isdir(current):
                 raise VaultError(

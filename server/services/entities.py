@@ -14,6 +14,7 @@ deleted, before the watcher reconciled it). `write_entity` then finds where the 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -113,6 +114,8 @@ async def relations_planned(
             with anyio.CancelScope(shield=True):
                 await rt.store.write(memory_sql.drop_unused_stubs, made)
         raise
+    finally:
+        memory_sql.RUNNING_STUBS.difference_update(made)
 
 
 async def plan_relations(
@@ -154,6 +157,8 @@ async def plan_relations(
         node, created = await _ensure_target(rt, target, wanted)
         if created and made is not None:
             made.append(node.id)
+        elif created:
+            memory_sql.RUNNING_STUBS.discard(node.id)
         if node.id == source_id:  # the graph changed since the check (a note renamed meanwhile)
             raise ServiceError(_itself(target, node))
         was = None
@@ -166,10 +171,18 @@ async def plan_relations(
 
 async def _ensure_target(rt: Runtime, target: str, label: str | None) -> tuple[Node, bool]:
     """`memory_sql.ensure_target`, shielded from cancellation: a cancelled await would leave a stub committed on
-    the database thread that its caller never heard of (and so could not take out again)."""
-    with anyio.CancelScope(shield=True):
-        made = await rt.store.write(memory_sql.ensure_target, target, label, utc_now())
-    return made
+    the database thread that its caller never heard of (and so could not take out again). A stub it makes is
+    in `memory_sql.RUNNING_STUBS` until the caller (`relations_planned`) is done with it."""
+    new_id = str(uuid.uuid4())
+    memory_sql.RUNNING_STUBS.add(new_id)
+    created = False
+    try:
+        with anyio.CancelScope(shield=True):
+            node, created = await rt.store.write(memory_sql.ensure_target, target, label, utc_now(), new_id)
+    finally:
+        if not created:
+            memory_sql.RUNNING_STUBS.discard(new_id)
+    return node, created
 
 
 def _itself(target: str, node: Node) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from server.store import history_sql
@@ -140,8 +140,11 @@ def preview_target(conn: Any, name: str, label: str | None) -> tuple[Node | None
     return node, node.label if node.status != "stub" else (label or node.label)
 
 
-def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[Node, bool]:
-    """The node a relation to `name` points at, created as a stub when nothing is called that yet.
+def ensure_target(
+    conn: Any, name: str, label: str | None, now: str, new_id: str | None = None
+) -> tuple[Node, bool]:
+    """The node a relation to `name` points at, created as a stub (with id `new_id` when given) when nothing
+    is called that yet.
 
     A stub takes `label` (it is only a name until its note appears, and then the note's own type wins).
     An archived node is returned as it is: the caller makes it current again. Returns (node, created)."""
@@ -151,7 +154,7 @@ def ensure_target(conn: Any, name: str, label: str | None, now: str) -> tuple[No
             conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (label, now, node.id))
             node = _node(conn, node.id)
         return node, False
-    node_id = str(uuid.uuid4())
+    node_id = new_id or str(uuid.uuid4())
     conn.execute(
         "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
         (node_id, label or STUB_LABEL, name.strip(), now, now),
@@ -175,6 +178,31 @@ def drop_unused_stubs(conn: Any, node_ids: Sequence[str]) -> int:
             (node_id, node_id, node_id, node_id),
         ).rowcount
     return gone
+
+
+# The placeholders this process's tool calls have made and not finished with (their note is not written yet):
+# the clean-up of what a killed process left (`drop_stubs_left_over`, when this one takes the vault's lease)
+# leaves them alone. Each id is added before its node is made (`ensure_target`'s `new_id`), so the clean-up,
+# on the database thread, never sees such a node without its id here.
+RUNNING_STUBS: set[str] = set()
+
+
+def drop_stubs_left_over(conn: Any, running: Collection[str]) -> int:
+    """Delete the placeholders nothing points at (no relation, open or closed, and no note's link), except
+    those of `running` (made by calls still running in this process): a tool call makes its relation's target
+    before it writes the note, and one killed in between (SIGKILL, power loss) never took it out again. A
+    rebuild from the vault would not have them. Returns how many went."""
+    stubs = [
+        r[0]
+        for r in conn.execute(
+            "select id from nodes where status = 'stub' "
+            "and not exists (select 1 from edges where source = nodes.id or target = nodes.id) "
+            "and not exists (select 1 from note_links where target = nodes.id)"
+        )
+    ]
+    gone = [(stub,) for stub in stubs if stub not in running]
+    conn.executemany("delete from nodes where id = ?", gone)
+    return len(gone)
 
 
 def _node(conn: Any, node_id: str) -> Node:
