@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal
 
 import anyio
 
-from server.runtime import Runtime, remove_leftovers
+from server.runtime import STUB_SWEEP, Runtime, drop_stubs_left_over, remove_leftovers
 from server.services.outbox import drain
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
@@ -67,6 +68,7 @@ class LiveSync:
         self._outbox_due = asyncio.Event()
         self._running = False
         self._last_error: str | None = None
+        self._stubs_swept = 0.0  # when the holder last removed placeholders killed calls left (monotonic)
 
     @property
     def role(self) -> Role:
@@ -115,6 +117,7 @@ class LiveSync:
         # The only writer now: temp files of a writer killed mid-edit are nobody's any more. Removed before
         # this process writes anything, off the event loop (it walks the vault's folders).
         await remove_leftovers(self.rt.sync.root, self.rt.store)
+        self._stubs_swept = time.monotonic()
         self.rt.sync.writable = True
         self.reconciler = LiveReconciler(
             self.rt.sync,
@@ -160,6 +163,10 @@ class LiveSync:
                 else:
                     self.reconciler.tick()
                     self._outbox_due.set()
+                    # What a call killed within STUB_GRACE before this process took the lease left.
+                    if time.monotonic() - self._stubs_swept >= STUB_SWEEP:
+                        self._stubs_swept = time.monotonic()
+                        await drop_stubs_left_over(self.rt.store)
             except OSError as exc:  # e.g. a read-only data folder; try again next tick, say so once
                 if str(exc) != self._last_error:
                     log.warning("cannot take the vault lease %s: %s; retrying", self.lease.path, exc)

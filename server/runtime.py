@@ -11,6 +11,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -82,9 +83,22 @@ async def remove_leftovers(vault: Path, store: GraphStore) -> None:
     removed = await asyncio.to_thread(remove_leftover_temps, vault)
     if removed:
         log.info("removed %d temp file(s) left in the vault by an engrama process that was killed", removed)
-    dropped = await store.write(memory_sql.drop_stubs_left_over, memory_sql.RUNNING_STUBS)
+    await drop_stubs_left_over(store)
+
+
+# A placeholder nothing points at is left this long to the call that made or found it (maybe in another
+# process) before the clean-up takes it for one a killed call left; the lease holder sweeps every STUB_SWEEP.
+STUB_GRACE = 60.0
+STUB_SWEEP = 300.0
+
+
+async def drop_stubs_left_over(store: GraphStore) -> int:
+    """Remove the placeholder nodes tool calls killed before their note write left (`memory_sql`)."""
+    before = (datetime.now(UTC) - timedelta(seconds=STUB_GRACE)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    dropped = await store.write(memory_sql.drop_stubs_left_over, memory_sql.RUNNING_STUBS, before)
     if dropped:
         log.info("removed %d placeholder node(s) left by tool calls that never finished", dropped)
+    return dropped
 
 
 def note_rules(profile: Profile) -> NoteRules:

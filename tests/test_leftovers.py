@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from server.live import live_sync
-from server.runtime import open_runtime
+from server.runtime import drop_stubs_left_over, open_runtime
 from server.settings import Settings
+from server.store import memory_sql
+from server.store.clock import utc_now
 from tests.test_e2e_stdio import synced_session
 from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
 from tests.test_settle import wait_for_holder
@@ -156,20 +158,40 @@ def test_a_one_shot_sync_that_takes_the_lease_removes_leftover_temps(vault: Path
     assert "removed 3 temp file(s)" in done.stderr
 
 
-def test_a_leftover_whose_every_line_the_note_already_holds_is_removed(vault: Path) -> None:
-    """Killed after putting an editor's save back into the note (with engrama's edit on it) and before letting
-    go of the replaced file: the note holds the save; a conflict copy would only repeat it (review 16)."""
-    saved = b"Atlas.\nThe sentence the person typed.\n"
-    note = vault / "Atlas.md"
-    note.write_bytes(saved + b"- engrama's observation\n")
-    name = make_temp_name([sha256_hex(b"what engrama wrote"), sha256_hex(b"the note before")], "Atlas.md")
-    (vault / name).write_bytes(saved)
-    assert remove_leftover_temps(vault) == 1
-    assert temps(vault) == [] and not list(vault.glob("*conflicted copy*"))
-    (vault / name).write_bytes(b"The sentence the person typed.\nAtlas.\n")  # the same lines, not in order
+def test_a_save_that_only_deleted_lines_is_kept_though_the_note_holds_every_line_of_it(vault: Path) -> None:
+    """The person's save into the replaced note removed a line (one they wanted gone); the note, the version
+    before with engrama's edit on it, holds every line of that save. Only the checksums the name carries say
+    a leftover is engrama's; this one is the person's, and is kept (review 16b)."""
+    before = b"Atlas.\nMy PIN is 4711, delete me.\nThe plan.\n"
+    (vault / "Atlas.md").write_bytes(before + b"- engrama's observation\n")
+    name = make_temp_name([sha256_hex(before + b"- engrama's observation\n"), sha256_hex(before)], "Atlas.md")
+    (vault / name).write_bytes(b"Atlas.\nThe plan.\n")
     assert remove_leftover_temps(vault) == 0
     (copy,) = vault.glob("Atlas (engrama conflicted copy *).md")
-    assert copy.read_bytes() == b"The sentence the person typed.\nAtlas.\n"
+    assert copy.read_bytes() == b"Atlas.\nThe plan.\n" and temps(vault) == []
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="only Linux says whether a file is open for writing"
+)
+def test_a_leftover_a_program_still_has_open_for_writing_is_kept_and_its_save_lands_in_the_copy(
+    vault: Path,
+) -> None:
+    """The writer was killed while an editor had the replaced note open to save into it and had not written
+    yet; the next process takes the lease at once. Removing the leftover (it still holds the version the swap
+    replaced) would send the editor's save into a file with no name (review 16b)."""
+    before = b"Atlas, before the tool's edit.\n"
+    (vault / "Atlas.md").write_bytes(b"Atlas, as engrama wrote it.\n")
+    leftover = vault / make_temp_name(
+        [sha256_hex(b"Atlas, as engrama wrote it.\n"), sha256_hex(before)], "Atlas.md"
+    )
+    leftover.write_bytes(before)
+    with open(leftover, "r+b") as editor:  # the save in place has begun
+        assert remove_leftover_temps(vault) == 0
+        editor.truncate()
+        editor.write(b"Atlas, and what the person typed.\n")
+    (copy,) = vault.glob("Atlas (engrama conflicted copy *).md")
+    assert copy.read_bytes() == b"Atlas, and what the person typed.\n" and temps(vault) == []
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
@@ -203,8 +225,35 @@ async def test_a_relation_target_a_killed_call_made_is_gone_at_the_next_start(
         with contextlib.suppress(Exception):
             await call
     assert "Zookeeper" not in note.read_text(encoding="utf-8") and zookeepers() == 1
+    with contextlib.closing(sqlite3.connect(db_path)) as conn, conn:  # killed over a minute ago (STUB_GRACE)
+        conn.execute("update nodes set updated_at = '2026-01-01T00:00:00Z' where name = 'Zookeeper'")
     async with synced_session(vault, db_path, tmp_path, env=env) as session:
         await wait_for_holder(session)
         assert zookeepers() == 0
         found = await session.call_tool("engrama_context", {"name": "Zookeeper"})
         assert found.is_error  # "nothing is called 'Zookeeper'"
+
+
+async def test_a_placeholder_another_process_may_be_using_is_left_until_its_grace_is_over(
+    vault: Path, db_path: Path
+) -> None:
+    """A follower's call makes (or finds) its target's placeholder, then writes its relation a moment later: a
+    process taking the lease in between must not take the placeholder away (the follower's write would fail)."""
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt:
+        now = utc_now()
+        stub, created = await rt.store.write(memory_sql.ensure_target, "Zookeeper", None, now)
+        assert created and stub.id not in memory_sql.RUNNING_STUBS  # as another process's call would leave it
+        assert await drop_stubs_left_over(rt.store) == 0
+        assert await rt.store.get_node(stub.id) is not None
+        old = "2026-01-01T00:00:00Z"
+        await rt.store.write(
+            lambda conn: conn.execute("update nodes set updated_at = ? where id = ?", (old, stub.id))
+        )
+        again, created = await rt.store.write(memory_sql.ensure_target, "Zookeeper", None, utc_now())
+        assert again.id == stub.id and not created  # found by a call: its grace starts anew
+        assert await drop_stubs_left_over(rt.store) == 0
+        await rt.store.write(
+            lambda conn: conn.execute("update nodes set updated_at = ? where id = ?", (old, stub.id))
+        )
+        assert await drop_stubs_left_over(rt.store) == 1
+        assert await rt.store.get_node(stub.id) is None

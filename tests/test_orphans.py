@@ -28,10 +28,11 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.test_e2e_stdio import COMMAND, call, serve_args, synced_session
 from tests.test_settle import wait_for_holder
 from vault_sync import orphans, writer
+from vault_sync.checksum import sha256_hex
 from vault_sync.errors import ConcurrentEdit
 from vault_sync.lease import lease_path
 from vault_sync.leftovers import remove_leftover_temps
-from vault_sync.paths import classify, conflict_original, is_engrama_temp
+from vault_sync.paths import classify, conflict_original, is_engrama_temp, sum_in_name, temp_name_parts
 from vault_sync.writer import edit_note
 
 pytestmark = pytest.mark.skipif(not orphans.SUPPORTED, reason="replaced files are watched on POSIX only")
@@ -120,7 +121,12 @@ def test_a_save_that_truncated_and_never_wrote_leaves_the_note_as_the_tool_wrote
     holder: dict[str, object] = {}
     edit_note(tmp_path, "Topic.md", editor_truncating_during(note, holder))
     wait_for(lambda: orphans.WATCHER.pending() == 0)
+    # The editor still has the replaced file open when the watch ends: where the system tells, the file keeps
+    # its temp name (a save written later stays on disk) until the next start's clean-up, which finds it
+    # empty and closed and removes it.
+    assert len(temp_names(tmp_path)) == (1 if leases_tell(tmp_path) else 0)
     holder["editor"].close()  # type: ignore[attr-defined]
+    remove_leftover_temps(tmp_path)
     assert note.read_bytes() == add_mark(b"")  # what the re-based edit wrote: never emptied by the watch
     assert sorted(p.name for p in tmp_path.iterdir()) == ["Topic.md"]
 
@@ -132,12 +138,12 @@ def mark_new_note(root: Path, rel: str) -> None:
 
 
 def leases_tell(folder: Path) -> bool:
-    """Whether this system says if a file is open for writing (Linux leases, `writer._open_for_writing`)."""
+    """Whether this system says if a file is open for writing (Linux leases, `writer.open_for_writing`)."""
     probe = folder / ".probe"
     probe.write_bytes(b"")
     fd = os.open(probe, os.O_RDONLY)
     try:
-        return writer._open_for_writing(fd) is not None
+        return writer.open_for_writing(fd) is not None
     finally:
         os.close(fd)
         probe.unlink()
@@ -147,7 +153,7 @@ def temp_names(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if is_engrama_temp(p.name)]
 
 
-def test_a_replaced_file_no_program_has_open_for_writing_is_not_watched(tmp_path: Path) -> None:
+def test_a_replaced_file_no_program_hasopen_for_writing_is_not_watched(tmp_path: Path) -> None:
     """No editor can save into it any more: nothing is held for it (a first sync swaps every note)."""
     if not leases_tell(tmp_path):
         pytest.skip("this system cannot tell: every replaced file is watched (the next test)")
@@ -163,7 +169,7 @@ def test_a_replaced_file_no_program_has_open_for_writing_is_not_watched(tmp_path
 def test_a_replaced_file_an_editor_holds_open_and_never_writes_into_is_let_go(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(orphans, "WATCH", 1.0)
+    monkeypatch.setattr(orphans, "WATCH", 2.0)
     wait_for(lambda: orphans.WATCHER.pending() == 0)
     before = open_fds()
     editors = []
@@ -178,13 +184,40 @@ def test_a_replaced_file_an_editor_holds_open_and_never_writes_into_is_let_go(
         # While an editor may still save into it, the replaced note keeps a (hidden) name: a crash then
         # leaves the save on disk for the next start to keep (test_leftovers).
         assert len(held) == (5 if leases_tell(tmp_path) else 0)
-    wait_for(lambda: orphans.WATCHER.pending() == 0)
-    for editor in editors:
+    for editor in editors:  # closed without saving before the watch ends
         editor.close()
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
     assert open_fds() == before and temp_names(tmp_path) == []
     assert all((tmp_path / f"N{n}.md").read_bytes() == b"text\n" + MARK for n in range(5))
     # with nothing left to watch, its thread ends by itself (the suite's leak checks let it run meanwhile)
     wait_for(lambda: not any(t.name == "engrama-orphans" for t in threading.enumerate()))
+
+
+def test_a_save_put_back_from_the_replaced_note_is_named_stored_so_a_crash_then_leaves_no_copy(
+    tmp_path: Path,
+) -> None:
+    """Once the editor's save is back in the note, the replaced file's temp name carries that save's checksum:
+    a process killed before letting go of it leaves a leftover the next start removes, with no copy."""
+    if not leases_tell(tmp_path):
+        pytest.skip("this system cannot tell whether a file is open for writing")
+    note = tmp_path / "Topic.md"
+    note.write_bytes(b"The person's first line.\n")
+    editor = open(note, "r+b")  # noqa: SIM115 - the person's editor has begun a save in place
+    edit_note(tmp_path, "Topic.md", add_mark)
+    (held,) = temp_names(tmp_path)
+    saved = b"The person's first line.\nAnd what they typed since.\n"
+    editor.truncate()
+    editor.write(saved)
+    editor.close()
+    wait_for(lambda: note.read_bytes() == add_mark(saved))
+    wait_for(lambda: temp_names(tmp_path) != [held])
+    names = temp_names(tmp_path)
+    if names:  # still watched: its name now says the save is stored
+        assert sum_in_name(sha256_hex(saved)) in temp_name_parts(names[0])[0]
+        remove_leftover_temps(tmp_path)  # as if the process were killed now, and the next one took the lease
+    assert temp_names(tmp_path) == [] and not list(tmp_path.glob("*conflicted copy*"))
+    wait_for(lambda: orphans.WATCHER.pending() == 0)
+    assert note.read_bytes() == add_mark(saved) and temp_names(tmp_path) == []
 
 
 KILLED_WRITER = """

@@ -8,10 +8,12 @@ in use any more: `remove_leftover_temps` is called then (before any write of its
 A leftover may hold one of three things: what engrama was writing (the swap never happened), the note's version
 a swap replaced (the exchange put it at the temp name), or a save another program made: one that landed at the
 note's path just before the exchange, or an editor's save in place into the replaced note, which keeps its
-temp name while a program has it open for writing (`writer._open_for_writing`). Each temp file's name carries
+temp name while a program has it open for writing (`writer.open_for_writing`). Each temp file's name carries
 the checksums of the first two (and a hash of its note's name), so the clean-up removes a leftover only when
-its bytes are one of those (or it is empty) and keeps anything else beside its note as a conflict copy,
-listed for the person like a sync tool's: a person's save is never removed by a guess. A temp file an earlier
+its bytes are one of those (or it is empty) and no program has it open for writing, and keeps anything else
+beside its note as a conflict copy, listed for the person like a sync tool's: a person's save is never removed
+by a guess. (A save the writer had put back into the note when it was killed is one of those: the replaced
+file's temp name is changed to carry its checksum as soon as it is stored, `writer._Recovery._stored`.) A temp file an earlier
 version left carries no checksums; it is removed when it holds exactly what a note beside it holds.
 
 Where the writer can put them: the folder of a note it edits or creates, which is the vault root or a folder
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from vault_sync.errors import VaultError
 from vault_sync.paths import is_engrama_temp, name_hash, sum_in_name, temp_name_parts
-from vault_sync.writer import MAX_NOTE_BYTES, keep_beside
+from vault_sync.writer import keep_beside, open_for_writing
 
 log = logging.getLogger(__name__)
 
@@ -75,19 +77,19 @@ def _settle(entry: os.DirEntry[str], notes: list[os.DirEntry[str]]) -> int:
     try:
         if not entry.is_file(follow_symlinks=False):
             return 0  # our temp files are plain files; anything else with that name is not ours
-        size, digest = _digest(entry.path)
+        size, digest, writing = _look_at(entry.path)
     except FileNotFoundError:
         return 0
     except OSError as exc:
         log.warning("could not read the leftover temp file %s: %s; it stays", entry.path, exc.strerror)
         return 0
     sums, note_hash = temp_name_parts(entry.name)
-    if size == 0 or sum_in_name(digest) in sums or (not sums and _held_by_a_note(notes, size, digest)):
+    # One a program still has open for writing is an editor's save in place not written yet (its writer was
+    # killed a moment ago): whatever it holds now, it is kept, and the save lands in the copy.
+    ours = size == 0 or sum_in_name(digest) in sums or (not sums and _held_by_a_note(notes, size, digest))
+    if ours and writing is not True:
         return _remove(entry)
     note = next((n for n in notes if note_hash is not None and name_hash(n.name) == note_hash), None)
-    if note is not None and _lines_held_by(entry.path, note.path):
-        log.info("%s already holds every line of the leftover temp file %s; removed", note.name, entry.name)
-        return _remove(entry)
     beside = Path(note.path if note is not None else os.path.join(os.path.dirname(entry.path), UNNAMED))
     try:
         kept = keep_beside(Path(entry.path), beside)
@@ -105,19 +107,6 @@ def _settle(entry: os.DirEntry[str], notes: list[os.DirEntry[str]]) -> int:
     return 0
 
 
-def _lines_held_by(leftover: str, note: str) -> bool:
-    """Whether the note holds every line of the leftover, in order (a put-back was done, with engrama's edit
-    on it, when the process was stopped): removing the leftover then loses nothing."""
-    try:
-        with open(leftover, "rb") as f:
-            left = f.read(MAX_NOTE_BYTES + 1).splitlines()
-        with open(note, "rb") as f:
-            lines = iter(f.read(MAX_NOTE_BYTES + 1).splitlines())
-    except OSError:
-        return False
-    return all(line in lines for line in left)  # each found after the one before: an ordered subsequence
-
-
 def _held_by_a_note(notes: list[os.DirEntry[str]], size: int, digest: str) -> bool:
     for note in notes:
         try:
@@ -133,15 +122,22 @@ def _held_by_a_note(notes: list[os.DirEntry[str]], size: int, digest: str) -> bo
 
 def _digest(path: str) -> tuple[int, str]:
     """(size, sha256 hex digest) of the file at `path`, read in pieces; symlinks are not followed."""
+    size, digest, _ = _look_at(path, lease=False)
+    return size, digest
+
+
+def _look_at(path: str, *, lease: bool = True) -> tuple[int, str, bool | None]:
+    """(size, sha256 hex digest, whether a program has it open for writing) of the file at `path`."""
     h, size = hashlib.sha256(), 0
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
         while piece := os.read(fd, 1 << 20):
             h.update(piece)
             size += len(piece)
+        writing = open_for_writing(fd) if lease else None
     finally:
         os.close(fd)
-    return size, h.hexdigest()
+    return size, h.hexdigest(), writing
 
 
 def _remove(entry: os.DirEntry[str]) -> int:

@@ -22,7 +22,7 @@ under one lock (`_SWAP`), so two tool calls editing one note at once (each write
 each other instead of the second replacing the first. Another program can still act between them:
 - an editor saving in place (open, truncate, write) then writes into the file the swap replaced. On POSIX that
   file is kept open and watched for a few seconds (`orphans`). On Linux only while some program has it open
-  for writing (a lease tells: `_open_for_writing`; none may open it afterwards, its name is gone), and then
+  for writing (a lease tells: `open_for_writing`; none may open it afterwards, its name is gone), and then
   it keeps its temp name meanwhile, so a crash leaves the editor's save on disk for the next start to keep;
 - a program saving by rename puts its file at the path just before the swap. On Linux and macOS the swap
   exchanges the two names (`renameat2(RENAME_EXCHANGE)`, `renamex_np(RENAME_SWAP)`), so the file it displaced
@@ -57,7 +57,7 @@ import weakref
 
 try:
     import fcntl
-except ImportError:  # Windows: no leases (`_open_for_writing`)
+except ImportError:  # Windows: no leases (`open_for_writing`)
     fcntl = None
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -551,12 +551,13 @@ def _swap_in(
     _fsync_folder(real.parent)
     if replaced.fd >= 0:
         recovery = _Recovery(root, real, rel, seq, ours, edit, replaced.kept)
-        held = replaced.held
+        if replaced.held is not None:
+            recovery.held.append(replaced.held)
 
         def done() -> None:
             _release_swap(real, seq)
-            if held is not None:
-                _let_go_of_held(held, rel, {base, *recovery.stored})
+            if recovery.held:
+                _let_go_of_held(recovery.held[0], rel, {base, *recovery.stored})
 
         orphans.WATCHER.watch(
             replaced.fd,
@@ -571,16 +572,25 @@ def _swap_in(
 
 def _let_go_of_held(held: tuple[Path, tuple[int, int]], rel: str, stored: set[str]) -> None:
     """The watch of a replaced file kept at a temp name is over: remove that name when its bytes are the
-    note's version the swap replaced or were stored in the vault (put back, or a conflict copy); otherwise
-    (they could not be stored) it stays, and the next start's clean-up keeps it as a conflict copy."""
+    note's version the swap replaced or were stored in the vault (put back, or a conflict copy), and no program
+    has it open for writing any more; otherwise it stays, and the next start's clean-up keeps it as a
+    conflict copy (an editor writing into it after the watch then writes into that copy)."""
     path, ident = held
     try:
-        data, st = _read_stable(path, rel)
+        fd, data, st = _read_kept(path, rel)
     except (OSError, VaultError):
         return
+    try:
+        writing = open_for_writing(fd)
+    finally:
+        os.close(fd)
     if (st.st_dev, st.st_ino) != ident:
         return  # not the file the swap replaced any more: not ours to remove
-    if not data or sha256_hex(data) in stored:
+    if writing is True:
+        log.warning(
+            "%s: a program still has the replaced file open to write into it; it stays as %s", rel, path
+        )
+    elif not data or sha256_hex(data) in stored:
         _remove_quietly(path)
     else:
         log.warning("%s: the text an editor saved into the replaced file stays in %s", rel, path.name)
@@ -654,7 +664,7 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
             os.close(fd)
             fd = -1
         else:
-            writing = _open_for_writing(fd)
+            writing = open_for_writing(fd)
             untouched = (after.st_size, after.st_mtime_ns) == seen
             if writing is False and untouched:  # no program can save into it any more: nothing to watch
                 os.close(fd)
@@ -671,7 +681,7 @@ _F_SETLEASE = 1024
 _LEASE_READ, _LEASE_NONE = 0, 2  # F_RDLCK, F_UNLCK
 
 
-def _open_for_writing(fd: int) -> bool | None:
+def open_for_writing(fd: int) -> bool | None:
     """Whether any program has the file `fd` (open for reading) open for writing: an editor that began a save
     in place before a swap replaced it may still write into it. None where the system cannot tell (no
     leases: macOS, Windows, most network filesystems, a file of another owner without CAP_LEASE).
@@ -885,6 +895,9 @@ class _Recovery:
     put: list[int] = dataclasses.field(default_factory=list)  # the swaps of this recovery's own put-backs
     copies: list[tuple[Path, str]] = dataclasses.field(default_factory=list)  # its conflict copies (checksum)
     stored: set[str] = dataclasses.field(default_factory=set)  # checksums of the saves it stored in the vault
+    # The temp name the replaced file keeps while watched (and its device, inode); renamed to carry the checksum
+    # of each save stored from it, so a crash after that leaves a leftover the clean-up knows is stored.
+    held: list[tuple[Path, tuple[int, int]]] = dataclasses.field(default_factory=list)
 
     def recover(self, data: bytes, finished: bool) -> bool:
         """Put back the bytes an editor saved into the file the swap replaced; True once they are stored
@@ -908,7 +921,7 @@ class _Recovery:
                 if self.put_back(data):
                     if self.kept is not None and _is_file(*self.kept):
                         _remove_quietly(self.kept[0])
-                    self.stored.add(sha256_hex(data))
+                    self._stored(data)
                     return True
         if self.kept is not None and _is_file(*self.kept):
             log.warning(
@@ -916,7 +929,7 @@ class _Recovery:
                 rel,
                 self.kept[0].name,
             )
-            self.stored.add(sha256_hex(data))
+            self._stored(data)
             return True
         # Beside the note; at the vault's top when its folder went away.
         for near in (self.real, self.root / self.real.name):
@@ -928,9 +941,27 @@ class _Recovery:
             log.warning("%s changed meanwhile; the text the editor saved is kept in %s", rel, copy.name)
             self._drop_earlier_copies()
             self.copies.append((copy, sha256_hex(data)))
-            self.stored.add(sha256_hex(data))
+            self._stored(data)
             return True
         return False
+
+    def _stored(self, data: bytes) -> None:
+        """`data` (the replaced file's bytes) is stored in the vault: say so in the held temp file's name."""
+        checksum = sha256_hex(data)
+        self.stored.add(checksum)
+        if not self.held:
+            return
+        path, ident = self.held[0]
+        if not _is_file(path, ident):
+            return
+        named = path.with_name(make_temp_name([checksum], self.real.name))
+        try:
+            moved = _move_to_free_name(path, [named], "a temp name")
+        except (OSError, VaultError) as exc:  # it keeps its name; a crash now leaves a redundant copy at most
+            log.info("%s: could not rename %s: %s", self.rel, path.name, exc)
+            return
+        if moved is not None:
+            self.held[0] = (moved, ident)
 
     def _drop_earlier_copies(self) -> None:
         """Remove the conflict copies this recovery made of a save's first part (the editor paused mid-save)

@@ -150,8 +150,9 @@ def ensure_target(
     An archived node is returned as it is: the caller makes it current again. Returns (node, created)."""
     node = _target(conn, name, label)
     if node is not None:
-        if node.status == "stub" and label is not None and node.label != label:
-            conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (label, now, node.id))
+        if node.status == "stub":  # in use again: the clean-up of stubs left over gives it its grace anew
+            new_label = label if label is not None else node.label
+            conn.execute("update nodes set label = ?, updated_at = ? where id = ?", (new_label, now, node.id))
             node = _node(conn, node.id)
         return node, False
     node_id = new_id or str(uuid.uuid4())
@@ -187,17 +188,20 @@ def drop_unused_stubs(conn: Any, node_ids: Sequence[str]) -> int:
 RUNNING_STUBS: set[str] = set()
 
 
-def drop_stubs_left_over(conn: Any, running: Collection[str]) -> int:
-    """Delete the placeholders nothing points at (no relation, open or closed, and no note's link), except
-    those of `running` (made by calls still running in this process): a tool call makes its relation's target
-    before it writes the note, and one killed in between (SIGKILL, power loss) never took it out again. A
-    rebuild from the vault would not have them. Returns how many went."""
+def drop_stubs_left_over(conn: Any, running: Collection[str], before: str) -> int:
+    """Delete the placeholders nothing points at (no relation, open or closed, and no note's link), last used
+    before `before` (an ISO time), except those of `running` (made by calls still running in this process): a
+    tool call makes its relation's target before it writes the note, and one killed in between (SIGKILL, power
+    loss) never took it out again. A rebuild from the vault would not have them. `before` leaves a call of
+    another process (a follower's, which takes milliseconds) the stub it has just made or found. Returns how
+    many went."""
     stubs = [
         r[0]
         for r in conn.execute(
-            "select id from nodes where status = 'stub' "
+            "select id from nodes where status = 'stub' and updated_at < ? "
             "and not exists (select 1 from edges where source = nodes.id or target = nodes.id) "
-            "and not exists (select 1 from note_links where target = nodes.id)"
+            "and not exists (select 1 from note_links where target = nodes.id)",
+            (before,),
         )
     ]
     gone = [(stub,) for stub in stubs if stub not in running]
