@@ -34,6 +34,7 @@ import anyio
 
 from server.runtime import STUB_SWEEP, Runtime, drop_stubs_left_over, remove_leftovers
 from server.services.outbox import drain
+from server.store import clock
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
 
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
-TIMESTAMP = "%Y-%m-%dT%H:%M:%SZ"  # the store's timestamp format
 
 
 class LiveSync:
@@ -203,7 +203,7 @@ class LiveSync:
         polling = rec.polling if rec else None
         state["polling_seconds"] = round(polling, 1) if polling is not None else None
         if rec is not None and rec.last_reconcile_at is not None:
-            state["last_reconcile_at"] = rec.last_reconcile_at.strftime(TIMESTAMP)
+            state["last_reconcile_at"] = rec.last_reconcile_at.strftime(clock.FORMAT)
 
 
 @asynccontextmanager

@@ -11,7 +11,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -19,6 +18,7 @@ import anyio
 from profiles.loader import Profile, load_profile
 from server.settings import Settings
 from server.store import GraphStore, memory_sql
+from server.store.clock import utc_ago
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
@@ -94,8 +94,9 @@ STUB_SWEEP = 300.0
 
 async def drop_stubs_left_over(store: GraphStore) -> int:
     """Remove the placeholder nodes tool calls killed before their note write left (`memory_sql`)."""
-    before = (datetime.now(UTC) - timedelta(seconds=STUB_GRACE)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    dropped = await store.write(memory_sql.drop_stubs_left_over, memory_sql.RUNNING_STUBS, before)
+    dropped = await store.write(
+        memory_sql.drop_stubs_left_over, memory_sql.RUNNING_STUBS, utc_ago(STUB_GRACE)
+    )
     if dropped:
         log.info("removed %d placeholder node(s) left by tool calls that never finished", dropped)
     return dropped
@@ -129,9 +130,8 @@ async def open_runtime(
                 )
                 writable = False
             elif lease is not None:
-                await remove_leftovers(
-                    settings.vault, store
-                )  # the only writer now: a killed writer's temps go
+                # The only writer now: what a killed writer left is nobody's any more.
+                await remove_leftovers(settings.vault, store)
             sync = VaultSync(
                 settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
             )

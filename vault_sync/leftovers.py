@@ -13,8 +13,9 @@ the checksums of the first two (and a hash of its note's name), so the clean-up 
 its bytes are one of those (or it is empty) and no program has it open for writing, and keeps anything else
 beside its note as a conflict copy, listed for the person like a sync tool's: a person's save is never removed
 by a guess. (A save the writer had put back into the note when it was killed is one of those: the replaced
-file's temp name is changed to carry its checksum as soon as it is stored, `writer._Recovery._stored`.) A temp file an earlier
-version left carries no checksums; it is removed when it holds exactly what a note beside it holds.
+file's temp name is changed to carry its checksum as soon as it is stored, `writer._Recovery._stored`.) A temp
+file an earlier version left carries no checksums; it is removed when it holds exactly what a note beside it
+holds.
 
 Where the writer can put them: the folder of a note it edits or creates, which is the vault root or a folder
 below it outside every dot-folder (it never edits notes in `.trash`; moving to the trash is a rename). So the
@@ -121,7 +122,8 @@ def _held_by_a_note(notes: list[os.DirEntry[str]], size: int, digest: str) -> bo
 
 
 def _digest(path: str) -> tuple[int, str]:
-    """(size, sha256 hex digest) of the file at `path`, read in pieces; symlinks are not followed."""
+    """(size, sha256 hex digest) of the file at `path`, read in pieces; symlinks are not followed. No lease is
+    taken: a note can be opened by its name, and a program opening it for writing would break the lease."""
     size, digest, _ = _look_at(path, lease=False)
     return size, digest
 

@@ -54,11 +54,6 @@ import sys
 import threading
 import time
 import weakref
-
-try:
-    import fcntl
-except ImportError:  # Windows: no leases (`open_for_writing`)
-    fcntl = None
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +64,11 @@ from vault_sync.checksum import sha256_hex
 from vault_sync.errors import ConcurrentEdit, NoteReadOnly, PathOutsideVault, UnreadableNote, VaultError
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
+
+try:
+    import fcntl
+except ImportError:  # Windows: no leases (`open_for_writing`)
+    fcntl = None
 
 log = logging.getLogger(__name__)
 
@@ -658,9 +658,8 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
     keep = False  # whether the replaced note keeps its temp name while it is watched
     if fd >= 0:
         after = os.fstat(fd)
-        if after.st_nlink > (
-            1 if held is not None else 0
-        ):  # another name reaches it (a hard link): nothing lost
+        names = after.st_nlink - (1 if held is not None else 0)
+        if names > 0:  # another name reaches it (a hard link): nothing is lost
             os.close(fd)
             fd = -1
         else:

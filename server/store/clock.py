@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime(FORMAT)
+
+
+def utc_ago(seconds: float) -> str:
+    """The time `seconds` ago, as the store writes times."""
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).strftime(FORMAT)
