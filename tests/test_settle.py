@@ -202,6 +202,49 @@ async def test_the_watcher_comes_back_for_an_owed_id_without_another_event(
         await live.stop()
 
 
+async def test_pending_never_reads_zero_while_notes_still_wait_for_their_id_lines(
+    vault: Path, store: GraphStore
+) -> None:
+    """`pending` (what `engrama_status` shows, and what a client waits on to know the graph is in step) counts
+    the notes a reconcile is working on, not only those queued or owed. It read 0 while the reconcile that
+    comes back for an owed id line ran (the path was taken off the queue and the owed list before its line was
+    written), so two servers started on a vault of just-written notes reported nothing pending with most notes
+    still without their line (a flaky `test_live_processes` in CI)."""
+    sync = engine(vault, store, settle=0.5)  # a note just written owes its line until quiet for 0.5 s
+    live = LiveReconciler(sync, watch=True, quiet=0.05)
+    notes = [vault / f"Note {i}.md" for i in range(8)]
+    judged: list[Path] = []  # written, and reported by the watcher by now
+    seen_zero_too_early: list[list[str]] = []
+    samples = 0
+
+    async def sample() -> None:
+        nonlocal samples
+        while True:
+            if judged and live.pending == 0:
+                samples += 1
+                lacking = [p.name for p in judged if read_id(p.read_bytes()) is None]
+                if lacking:
+                    seen_zero_too_early.append(lacking)
+            await asyncio.sleep(0)
+
+    await live.start()
+    sampler = asyncio.create_task(sample())
+    try:
+        await live.wait_idle()
+        # One at a time, so each come-back reconcile is the only work there is while it writes the line.
+        for i, note in enumerate(notes):
+            note.write_text(f"# Note {i}\nWritten just now.\n", encoding="utf-8")
+            await asyncio.sleep(0.2)
+            judged.append(note)
+            await eventually(lambda note=note: read_id(note.read_bytes()), timeout=10)
+        await eventually(lambda: live.pending == 0, timeout=5)
+        await eventually(lambda: samples > 0, timeout=5)
+    finally:
+        sampler.cancel()
+        await live.stop()
+    assert not seen_zero_too_early, seen_zero_too_early[0]
+
+
 async def test_a_one_shot_sync_waits_for_just_written_notes_and_names_them(
     vault: Path, store: GraphStore
 ) -> None:

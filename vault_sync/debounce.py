@@ -151,6 +151,8 @@ class LiveReconciler:
         self._pass_wanted = False
         self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
+        # Paths of the changes a reconcile is working on: off the queue, not yet done (nor owed again).
+        self._working: set[str] = set()
         self._last_pass = time.monotonic()
         self._pass_ended = self._last_pass  # when the last full pass ended
         self._pass_seconds = 0.0  # how long the last one that changed nothing took (what a poll costs)
@@ -166,9 +168,10 @@ class LiveReconciler:
 
     @property
     def pending(self) -> int:
-        """Paths waiting to be reconciled (notes left in a running full pass, and notes whose id line waits
-        until they are quiet, included)."""
-        return len(self._debouncer) + self._pass_left + len(self.sync.deferred)
+        """Paths waiting to be reconciled: queued, being reconciled now, left in a running full pass, or owing
+        their id line until they are quiet. 0 only when the graph and the notes are in step with every change
+        seen (what a client waiting on `engrama_status` relies on)."""
+        return len(self._debouncer) + self._pass_left + len(self._working | self.sync.deferred.keys())
 
     async def start(self) -> None:
         """Start watching and reconciling; the catch-up pass runs in the background."""
@@ -324,7 +327,12 @@ class LiveReconciler:
                     self._reported.update(rel for _, rel in settled)
                     self.request_full_pass(f"event storm ({len(settled) + len(self._debouncer)} paths)")
                     continue
-                await self._reconcile(settled)
+                self._working = {rel for _, rel in settled}
+                try:
+                    await self._reconcile(settled)
+                finally:
+                    self._working = set()
+                    self._on_update()
 
     async def _reconcile(self, changes: list[Change]) -> None:
         """Reconcile the changes of one settled moment. The notes that would take over their path's node (or
@@ -428,7 +436,9 @@ class LiveReconciler:
             self._on_notes_changed()
 
     def _progress(self, done: int, total: int) -> None:
-        self._pass_left = max(total - done, 0)
+        # At least 1 until the pass ends: after its last batch it still decides postponed notes and archives
+        # the notes that are gone.
+        self._pass_left = max(total - done, 1)
         self._on_update()
 
     async def _guarded(self, job: Awaitable[None], what: str) -> None:
