@@ -251,6 +251,42 @@ async def test_a_folder_moved_out_of_the_vault_is_archived(
     await eventually(lambda: _status_is(rt, "Gone/B.md", "archived"))
 
 
+async def test_a_note_replaced_by_a_folder_of_its_name_is_archived_and_the_notes_inside_arrive(
+    rt: Runtime, vault: Path, live: LiveSync
+) -> None:
+    """`Ideas.md` deleted and a folder `Ideas.md/` made in its place (review 17a): the note stayed active and
+    searchable for good, through the watcher, full passes and restarts (the folder was taken for the note being
+    there, and reading it for a failure), though a rebuild has no such note."""
+    await new_note(rt, vault, "Ideas.md", "# Ideas\nwombat\n")
+    os.unlink(vault / "Ideas.md")
+    (vault / "Ideas.md").mkdir()
+    (vault / "Ideas.md" / "Inner.md").write_text("# Inner\nquokka\n", encoding="utf-8")
+    await eventually(lambda: _status_is(rt, "Ideas.md", "archived"))
+    await eventually(lambda: node_at(rt, "Ideas.md/Inner.md"))
+    await live.wait_idle()
+    assert [h.path for h in (await search(rt, "wombat")).results] == []
+    assert [h.path for h in (await search(rt, "quokka")).results] == ["Ideas.md/Inner.md"]
+    assert live.reconciler is not None
+    live.reconciler.request_full_pass("test")  # a walk of the vault agrees
+    await live.wait_idle()
+    assert [r["path"] for r in await active_note_nodes(rt)] == ["Ideas.md/Inner.md"]
+
+
+async def test_a_folder_replaced_by_a_file_of_its_name_has_its_notes_archived_at_once(
+    rt: Runtime, vault: Path, live: LiveSync
+) -> None:
+    """`Base/` removed and a plain file `Base` put in its place (review 17a): reading `Base/A.md` failed with
+    "Not a directory", so its notes stayed active and searchable until the 15-minute rescan."""
+    for name in ("A", "B"):
+        await new_note(rt, vault, f"Base/{name}.md", f"# {name}\nnumbat\n")
+    shutil.rmtree(vault / "Base")
+    (vault / "Base").write_text("a plain file now\n", encoding="utf-8")
+    await eventually(lambda: _status_is(rt, "Base/A.md", "archived"))
+    await eventually(lambda: _status_is(rt, "Base/B.md", "archived"))
+    await live.wait_idle()
+    assert [h.path for h in (await search(rt, "numbat")).results] == []
+
+
 async def test_a_folder_moved_into_the_vault_is_picked_up(
     rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
 ) -> None:
@@ -537,3 +573,86 @@ async def test_a_database_locked_while_a_moment_is_decided_never_stops_live_sync
         await eventually(lambda: node_at(rt, "Later.md"), timeout=10, what="a later note in the graph")
         await eventually(lambda: id_lines(vault / "Ideas.md") == [node_id], timeout=10, what="the id back")
         assert "basil" in (vault / "Ideas.md").read_text(encoding="utf-8")
+
+
+async def test_an_edit_whose_reconcile_failed_stays_pending_and_reaches_the_graph_once_it_can(
+    vault: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 17a: a reconcile that failed (here the database held by another program past the busy timeout)
+    had taken the watcher's paths off the queue and dropped them: `pending` read 0 and the edit stayed out of
+    the graph until the note changed again or the 15-minute rescan. Now the change stays pending and is tried
+    again (after 1 s, doubling), so it arrives once the database is free."""
+    monkeypatch.setattr(database, "BUSY_TIMEOUT_MS", 200)  # production waits 10 s for a lock
+    async with (
+        open_runtime(Settings(vault=vault, db_path=db_path)) as rt,
+        live_sync(rt, quiet=0.05) as live,
+    ):
+        await live.wait_idle()
+        await new_note(rt, vault, "Plan.md", "# Plan\nfirst draft\n")
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], timeout=0); "
+                "c.execute('begin immediate'); print('locked', flush=True); sys.stdin.readline(); c.rollback()",
+                str(db_path),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+            with open(vault / "Plan.md", "a", encoding="utf-8") as note:
+                note.write("and a paragraph about the kinkajou\n")
+            await asyncio.sleep(1.0)  # the reconcile ran into the lock (several times) and failed
+            assert rt.state["pending"] >= 1
+            assert live.reconciler is not None and live.reconciler.pending >= 1
+        finally:
+            assert holder.stdin is not None
+            holder.stdin.write("\n")
+            holder.stdin.close()
+            holder.wait(timeout=10)
+        await eventually(lambda: searchable(rt, "kinkajou"), timeout=10, what="the edit in the graph")
+        await eventually(lambda: live.reconciler is not None and live.reconciler.pending == 0, timeout=5)
+
+
+async def test_a_folder_deleted_in_a_moment_a_full_pass_cut_short_is_still_archived(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 17a: a full pass requested while a moment's changes were reconciled (the periodic rescan, a poll
+    walk, a watcher restart) dropped the changes not reached yet. The pass then took a folder the person
+    deleted for part of the vault not being there, and held its notes back (active, searchable) instead of
+    archiving them. The changes not reached go back in the queue, and the pass takes them as reported."""
+    (vault / "Big").mkdir()
+    for i in range(25):
+        (vault / "Big" / f"B{i}.md").write_text(f"# B{i}\naardwolf {i}\n", encoding="utf-8")
+    for i in range(40):
+        (vault / f"O{i}.md").write_text(f"# O{i}\nother {i}\n", encoding="utf-8")
+    calls: list[int] = []
+    live: LiveReconciler | None = None
+
+    def on_update() -> None:
+        # The first call after the changes are queued is `changed` itself; the next comes after the two edited
+        # notes are reconciled, with the folder still to do: a full pass is requested there.
+        if calls:
+            calls.append(1)
+            if len(calls) == 3 and live is not None:
+                live.request_full_pass("test: the periodic rescan fires now")
+
+    live = LiveReconciler(rt.require_sync(), watch=False, quiet=0.05, on_update=on_update)
+    await live.start()
+    try:
+        await live.wait_idle()
+        for i in (0, 1):
+            with open(vault / f"O{i}.md", "a", encoding="utf-8") as note:
+                note.write("edited\n")
+        shutil.rmtree(vault / "Big")
+        calls.append(1)
+        live.changed([(watch.NOTE, "O0.md"), (watch.NOTE, "O1.md"), (watch.FOLDER, "Big")])
+        await eventually(lambda: live.full_passes >= 2 and live.pending == 0, timeout=10)
+        assert len(calls) >= 3  # the pass was requested where meant
+        assert [h.path for h in (await search(rt, "aardwolf")).results] == []
+        assert all([await _status_is(rt, f"Big/B{i}.md", "archived") for i in range(25)])
+    finally:
+        await live.stop()

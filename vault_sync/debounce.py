@@ -49,6 +49,11 @@ RESCAN_EVERY = 900.0
 # vault is walked instead, as often as a walk costs at most POLL_SHARE of one core and at most every POLL_MIN
 # seconds: edits reach the graph within seconds rather than at the next safety rescan.
 POLL_MIN = 5.0
+# A reconcile that fails for a reason other than the note itself (the database locked past its busy timeout, a
+# bug) is tried again after RETRY_FIRST seconds, doubling up to RETRY_LAST, until it succeeds: the change stays
+# pending meanwhile, instead of waiting for the note's next edit or the safety rescan.
+RETRY_FIRST = 1.0
+RETRY_LAST = 60.0
 POLL_MAX = 60.0
 POLL_SHARE = 0.05
 
@@ -160,6 +165,9 @@ class LiveReconciler:
         self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._come_backs: dict[str, asyncio.TimerHandle] = {}  # one timer per path, the latest wins
+        self._retries: dict[Change, asyncio.TimerHandle] = {}  # failed changes, each tried again by a timer
+        self._failures: dict[Change | None, int] = {}  # failures in a row per change (None: the full pass)
+        self._pass_retry: asyncio.TimerHandle | None = None
         sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet
 
     @property
@@ -171,7 +179,10 @@ class LiveReconciler:
         """Paths waiting to be reconciled: queued, being reconciled now, left in a running full pass, or owing
         their id line until they are quiet. 0 only when the graph and the notes are in step with every change
         seen (what a client waiting on `engrama_status` relies on)."""
-        return len(self._debouncer) + self._pass_left + len(self._working | self.sync.deferred.keys())
+        retrying = {rel for _, rel in self._retries}
+        return (
+            len(self._debouncer) + self._pass_left + len(self._working | self.sync.deferred.keys() | retrying)
+        )
 
     async def start(self) -> None:
         """Start watching and reconciling; the catch-up pass runs in the background."""
@@ -193,9 +204,13 @@ class LiveReconciler:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        for handle in self._come_backs.values():
+        for handle in [*self._come_backs.values(), *self._retries.values()]:
             handle.cancel()
         self._come_backs.clear()
+        self._retries.clear()
+        if self._pass_retry is not None:
+            self._pass_retry.cancel()
+            self._pass_retry = None
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -311,7 +326,10 @@ class LiveReconciler:
                 self._pass_wanted = False
                 # The pass covers them; events arriving during it queue up again.
                 self._reported.update(rel for _, rel in self._debouncer.clear())
-                await self._guarded(self._full_pass(), "full vault reconcile")
+                if await self._guarded(self._full_pass(), "full vault reconcile"):
+                    self._failures.pop(None, None)
+                else:
+                    self._retry_pass()
                 continue
             delay = self._debouncer.next_delay()
             if delay is None:
@@ -355,18 +373,51 @@ class LiveReconciler:
     async def _reconcile_each(self, changes: list[Change], later: Later) -> None:
         notes = [rel for kind, rel in changes if kind == NOTE and classify(rel) == "note"]
         if len(notes) >= BURST:  # read and applied in batches, as a full pass does, not one transaction each
-            await self._guarded(self._sync_notes(notes, later), f"{len(notes)} notes")
+            done = await self._guarded(self._sync_notes(notes, later), f"{len(notes)} notes")
+            self._settled([(NOTE, rel) for rel in notes], done)
             self._on_update()
             batched = set(notes)
             changes = [(kind, rel) for kind, rel in changes if kind != NOTE or rel not in batched]
-        for kind, rel in changes:
+        for index, (kind, rel) in enumerate(changes):
             if self._pass_wanted:
-                return  # a full pass was requested meanwhile and will cover the rest
+                # A full pass was requested meanwhile: it covers the rest, as changes the watcher reported (a
+                # note among them that is gone is archived, however many went), so they go back in the queue.
+                self.changed(changes[index:])
+                return
             if kind == NOTE:
-                await self._guarded(self._sync_note(rel, later), rel)
+                done = await self._guarded(self._sync_note(rel, later), rel)
             else:
-                await self._guarded(self._sync_folder(rel, later), f"folder {rel}")
+                done = await self._guarded(self._sync_folder(rel, later), f"folder {rel}")
+            self._settled([(kind, rel)], done)
             self._on_update()
+
+    def _settled(self, changes: list[Change], done: bool) -> None:
+        """After a job: forget the failures of its changes, or try them again later (`RETRY_FIRST`)."""
+        for change in changes:
+            if done:
+                self._failures.pop(change, None)
+                continue
+            failures = self._failures[change] = self._failures.get(change, 0) + 1
+            if (earlier := self._retries.pop(change, None)) is not None:
+                earlier.cancel()
+
+            def again(change: Change = change) -> None:
+                self._retries.pop(change, None)
+                self.changed([change])
+
+            delay = min(RETRY_FIRST * 2 ** (failures - 1), RETRY_LAST)
+            self._retries[change] = asyncio.get_running_loop().call_later(delay, again)
+
+    def _retry_pass(self) -> None:
+        """A full pass failed: it is requested again after a while (`RETRY_FIRST`), pending meanwhile."""
+        failures = self._failures[None] = self._failures.get(None, 0) + 1
+        delay = min(RETRY_FIRST * 2 ** (failures - 1), RETRY_LAST)
+        self._pass_left = max(self._pass_left, 1)
+        if self._pass_retry is not None:
+            self._pass_retry.cancel()
+        self._pass_retry = asyncio.get_running_loop().call_later(
+            delay, self.request_full_pass, "retrying a full pass that failed"
+        )
 
     async def _sync_notes(self, rels: list[str], later: Later) -> None:
         report = await self.sync.sync_paths(rels, later=later)
@@ -406,10 +457,13 @@ class LiveReconciler:
         self._last_pass = time.monotonic()
         # What the watcher reported is archived when gone, however many went (a folder deleted while the
         # server watched is no partial view of the vault); the pass holds back only what nobody saw go.
-        reported = _Reported(self._reported, self._debouncer)
-        self._reported = set()
+        taken, self._reported = self._reported, set()
+        reported = _Reported(taken, self._debouncer)
         try:
             report = await self.sync.sync_vault(progress=self._progress, reported=reported)
+        except BaseException:
+            self._reported |= taken  # still reported when the pass is tried again
+            raise
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
             self._pass_ended = time.monotonic()
@@ -441,16 +495,20 @@ class LiveReconciler:
         self._pass_left = max(total - done, 1)
         self._on_update()
 
-    async def _guarded(self, job: Awaitable[None], what: str) -> None:
-        """Run one reconcile job; a failure is logged and the watcher carries on (outermost handler)."""
+    async def _guarded(self, job: Awaitable[None], what: str) -> bool:
+        """Run one reconcile job; a failure is logged and the watcher carries on (outermost handler). False when
+        it failed for a reason other than the vault's (`VaultError`: the note or folder itself, said once),
+        which the caller tries again."""
         try:
             await job
         except VaultError as exc:
             log.warning("cannot sync %s: %s", what, exc)
         except Exception:
-            log.exception("live sync of %s failed; it will be retried on the next change or start", what)
+            log.exception("live sync of %s failed; it is tried again shortly", what)
+            return False
         else:
             self.last_reconcile_at = datetime.now(UTC)
+        return True
 
 
 def _coalesce(changes: list[Change]) -> list[Change]:

@@ -146,9 +146,11 @@ class NoteReader:
                         f"{MAX_NOTE_BYTES // 2**20} MiB limit; split it into smaller notes",
                     )
                 data = handle.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # or a file took the name of a folder on its way
             return NoteRead(rel, missing=True)
         except IsADirectoryError:
+            if known is not None:  # a folder took the note's name: the note is gone (`scan.presence` agrees)
+                return NoteRead(rel, missing=True)
             return NoteRead(rel, error="is a folder whose name ends in .md; rename it")
         except (OSError, VaultError) as exc:
             return NoteRead(rel, error=describe(exc))

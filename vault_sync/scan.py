@@ -126,7 +126,8 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
     standing for the note. "there" when the path is (again) in the vault; with `still_a_note=False` (the
     path no longer names a note, e.g. it is now recognised as a conflict copy), or when it is a symlink to
     another note of the vault (`links_to_note`), the file itself may stay.
-    With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file.
+    With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file;
+    without, `rel` names a note: "gone" for a folder.
     """
     root_abs = os.path.abspath(root)
     problem = root_problem(root, holds_notes=False)
@@ -148,6 +149,8 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
         if not listed_as(parent, part):  # only another spelling is there (macOS, Windows): this one is gone
             return Presence("gone")
         if last and not folder:  # a link to another note of the vault is that note, not one of its own
+            if stat.S_ISDIR(st.st_mode):
+                return Presence("gone")  # a folder took the note's name: the note and its text are gone
             note = still_a_note and not links_to_note(root_abs, path)
             return Presence("there") if note else Presence("gone")
         if not stat.S_ISDIR(st.st_mode):
