@@ -18,17 +18,24 @@ Entering the context never waits for a reconcile: the catch-up pass runs in the 
 - `watching`: the file watcher is running;
 - `pending`: paths waiting to be reconciled (notes left in a running full pass included);
 - `last_reconcile_at`: when a reconcile last finished (ISO 8601, UTC).
+
+The holder also shares these facts through the database (`SHARED_KEY`, at least every `SHARE_EVERY` seconds,
+and at once when `pending` becomes or stops being 0), so a follower's `engrama_status` (the second client on
+one vault) and `engrama-vault status` report the holder's backlog instead of their own empty one
+(`shared_facts`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -42,6 +49,10 @@ log = logging.getLogger(__name__)
 
 Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
+SHARED_KEY = "live_sync"  # the meta row where the holder shares its live facts
+SHARE_EVERY = 1.0  # seconds between the holder's shares when nothing urgent changed (its heartbeat)
+# A share older than this (the holder hung, or was killed and a follower has not taken over yet) is not trusted.
+SHARED_STALE = 5.0
 
 
 class LiveSync:
@@ -69,6 +80,10 @@ class LiveSync:
         self._running = False
         self._last_error: str | None = None
         self._stubs_swept = 0.0  # when the holder last removed placeholders killed calls left (monotonic)
+        self._shared: dict[str, Any] | None = None  # the facts last shared (holder)
+        self._shared_at = 0.0  # when (monotonic)
+        self._share_wanted: dict[str, Any] | None = None
+        self._sharing: asyncio.Task[None] | None = None
 
     @property
     def role(self) -> Role:
@@ -186,9 +201,18 @@ class LiveSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._outbox
             self._outbox = None
+        was_holder = self.reconciler is not None
         if self.reconciler is not None:
             await self.reconciler.stop()
             self.reconciler = None
+        if self._sharing is not None:
+            self._sharing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sharing
+            self._sharing = None
+        if was_holder:  # followers must not go on reporting this process's last facts
+            with contextlib.suppress(Exception):  # e.g. the database file is gone
+                await self.rt.store.set_meta(SHARED_KEY, json.dumps({"released": True, "at": time.time()}))
         self.lease.release()
         if self._running:
             self._running = False
@@ -204,6 +228,55 @@ class LiveSync:
         state["polling_seconds"] = round(polling, 1) if polling is not None else None
         if rec is not None and rec.last_reconcile_at is not None:
             state["last_reconcile_at"] = rec.last_reconcile_at.strftime(clock.FORMAT)
+        if rec is not None:
+            self._share(state)
+
+    def _share(self, state: dict[str, Any]) -> None:
+        """Share the holder's live facts through the database: at once when `pending` becomes or stops being 0
+        or watching changes (a follower's client may be waiting on it), else at most every SHARE_EVERY seconds,
+        which is also the heartbeat that tells followers the facts are current."""
+        facts = {
+            key: state.get(key) for key in ("watching", "pending", "polling_seconds", "last_reconcile_at")
+        }
+        before = self._shared
+        urgent = (
+            before is None
+            or (before["pending"] == 0) != (facts["pending"] == 0)
+            or before["watching"] != facts["watching"]
+        )
+        if not urgent and time.monotonic() - self._shared_at < SHARE_EVERY:
+            return
+        self._shared, self._shared_at = facts, time.monotonic()
+        self._share_wanted = facts
+        if self._sharing is None or self._sharing.done():
+            self._sharing = asyncio.create_task(self._write_shares(), name="engrama-share")
+
+    async def _write_shares(self) -> None:
+        """Write the latest facts wanted, until none is left (one write in flight at a time)."""
+        while (facts := self._share_wanted) is not None:
+            self._share_wanted = None
+            row = json.dumps({**facts, "pid": os.getpid(), "at": time.time()})
+            try:
+                await self.rt.store.set_meta(SHARED_KEY, row)
+            except Exception as exc:  # status facts only: the next share tries again
+                log.debug("could not share the live facts: %s", exc)
+                self._shared = None
+
+
+def shared_facts(raw: str | None, now: float | None = None) -> dict[str, Any] | None:
+    """The lease holder's live facts as it last shared them (`LiveSync._share`), or None when no holder shares
+    them now: none ever did, it let the vault go, or its last share is older than SHARED_STALE seconds."""
+    if not raw:
+        return None
+    try:
+        facts = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(facts, dict) or facts.get("released") or not isinstance(facts.get("at"), int | float):
+        return None
+    if (time.time() if now is None else now) - facts["at"] > SHARED_STALE:
+        return None
+    return facts
 
 
 @asynccontextmanager

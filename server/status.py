@@ -9,6 +9,7 @@ from typing import Any
 
 from server import __version__
 from server.embeddings.worker import current_search_status
+from server.live import SHARED_KEY, shared_facts
 from server.runtime import Runtime
 from server.store import outbox_sql
 from server.store.outbox_sql import OutboxSummary
@@ -21,7 +22,7 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     status: dict[str, Any] = {
         "version": __version__,
         "backend": {"name": "sqlite", "ok": True, "node_count": node_count, "db_path": str(rt.store.path)},
-        "vault": _vault_status(rt, counts, await rt.store.read(outbox_sql.summary)),
+        "vault": _vault_status(rt, counts, await rt.store.read(outbox_sql.summary), await _holders_facts(rt)),
         "search": current_search_status(rt),
         "profile": {"name": rt.profile.name, "modules": list(rt.profile.modules)},
     }
@@ -35,20 +36,41 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     return status
 
 
-def _vault_status(rt: Runtime, counts: dict[str, int], outbox: OutboxSummary) -> dict[str, Any]:
+async def _holders_facts(rt: Runtime) -> dict[str, Any] | None:
+    """The lease holder's live facts, read from the database, for a process that does not hold the lease."""
+    if rt.settings.vault is None or rt.state.get("lease") == "holder":
+        return None
+    return shared_facts(await rt.store.get_meta(SHARED_KEY))
+
+
+def _vault_status(
+    rt: Runtime, counts: dict[str, int], outbox: OutboxSummary, holders: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """`watching`, `pending`, `polling_seconds` and `last_reconcile_at` are the lease holder's: this process's
+    own, or those another process holding the lease shares (`holders`). A follower that has no current facts
+    from a holder (it hung, or it just exited and this process takes over within a second) reports 1 pending:
+    nothing says the graph is in step."""
     if rt.settings.vault is None:
         return {"configured": False}
+    facts: dict[str, Any] = holders if holders is not None else rt.state
+    pending = int(facts.get("pending", 0) or 0)
+    if holders is None and rt.state.get("lease") == "follower":
+        pending = max(pending, 1)
     vault: dict[str, Any] = {
         "configured": True,
         "path": str(rt.settings.vault),
         "note_count": counts.get("files", 0),
-        "watching": bool(rt.state.get("watching", False)),
-        "pending": int(rt.state.get("pending", 0) or 0),  # type: ignore[arg-type]
+        "watching": bool(facts.get("watching", False)),
+        "pending": pending,
     }
-    polling = rt.state.get("polling_seconds")
+    if (role := rt.state.get("lease")) in ("holder", "follower"):
+        vault["lease"] = role  # this process: "holder" watches and writes the vault, a "follower" serves reads
+    if holders is not None:
+        vault["holder_pid"] = holders.get("pid")
+    polling = facts.get("polling_seconds")
     if polling:
         vault["polling_seconds"] = polling
-    last = rt.state.get("last_reconcile_at")
+    last = facts.get("last_reconcile_at")
     if last:
         vault["last_reconcile_at"] = last
     vault["outbox"] = _outbox_status(outbox)

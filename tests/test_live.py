@@ -656,3 +656,21 @@ async def test_a_folder_deleted_in_a_moment_a_full_pass_cut_short_is_still_archi
         assert all([await _status_is(rt, f"Big/B{i}.md", "archived") for i in range(25)])
     finally:
         await live.stop()
+
+
+def test_a_holders_shared_facts_count_only_while_current() -> None:
+    """What a follower reports as the holder's (`server.live.shared_facts`): nothing from a holder that let the
+    vault go, or whose last share is older than SHARED_STALE seconds (hung, or killed before a follower took
+    over); then the follower says 1 pending rather than a 0 nobody vouches for (`status._vault_status`)."""
+    from server.live import SHARED_STALE, shared_facts
+
+    row = '{"watching": true, "pending": 3, "pid": 7, "at": 1000.0}'
+    assert shared_facts(row, now=1000.0 + SHARED_STALE / 2) == {
+        "watching": True,
+        "pending": 3,
+        "pid": 7,
+        "at": 1000.0,
+    }
+    assert shared_facts(row, now=1000.0 + SHARED_STALE + 1) is None
+    assert shared_facts('{"released": true, "at": 1000.0}', now=1000.0) is None
+    assert shared_facts(None) is None and shared_facts("not json") is None and shared_facts("[1]") is None

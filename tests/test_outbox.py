@@ -117,7 +117,9 @@ async def test_a_followers_remember_and_relate_reach_the_vault_and_survive_a_reb
 ) -> None:
     await started(holder, vault)
     async with follower(vault, db_path, tmp_path / "follower.log") as session:
-        assert (await call(session, "engrama_status", {}))["vault"]["watching"] is False  # a follower
+        status = (await call(session, "engrama_status", {}))["vault"]
+        assert status["lease"] == "follower" and status["watching"] is True  # the holder watches
+        assert status["holder_pid"] == holder.proc.pid and status["pending"] == 0
         zig = await call(
             session,
             "engrama_remember",
@@ -166,12 +168,57 @@ async def test_a_server_without_a_watcher_never_writes_beside_the_lease_holder(
     await started(holder, vault)
     async with follower(vault, db_path, tmp_path / "nowatch.log", "--no-watch") as session:
         status = (await call(session, "engrama_status", {}))["vault"]
-        assert status["watching"] is False
+        assert status["lease"] == "follower"  # and says the holder watches (`watching` is the holder's)
         done = await call(session, "engrama_remember", {"label": "Technology", "name": "Zig"})
         assert "queued" in done["message"]  # the holder writes it
         await eventually(lambda: f"engrama_id: {done['id']}" in text(vault, "Technologies/Zig.md"), 20)
         await eventually(lambda: _drained(session), 20, "the outbox emptying")
     assert holder.holds_lease()
+
+
+async def test_a_followers_status_shows_the_holders_backlog_and_0_only_once_in_step(
+    vault: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 17a: a follower (the second client on one vault) always said `pending: 0` and `watching: false`,
+    its own idle state, while the holder still had notes to read and id lines to write: a client waiting there
+    for "nothing pending" went on at once and searched a graph without the notes just written. The holder now
+    shares its facts through the database and a follower reports them."""
+    monkeypatch.delenv("ENGRAMA_SETTLE_SECONDS")  # production window: a just-written note owes its line ~3 s
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    server = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        await eventually(server.holds_lease, 30, "the first server taking the lease")
+        async with follower(vault, db_path, tmp_path / "follower.log") as session:
+
+            async def vault_status() -> dict[str, Any]:
+                return (await call(session, "engrama_status", {}))["vault"]
+
+            await eventually(lambda: _in_step(session), 30, "the holder's catch-up")
+            notes = [vault / "Projects" / f"Quetzal {i}.md" for i in range(10)]
+            for i, note in enumerate(notes):
+                note.write_text(f"# Quetzal {i}\nA note about the quetzal, number {i}.\n", encoding="utf-8")
+            backlog = await eventually(lambda: _backlog(session), 10, "the holder's backlog at the follower")
+            assert backlog["lease"] == "follower" and backlog["holder_pid"] == server.proc.pid
+            status = await eventually(lambda: _in_step(session), 30, "the follower reporting 0 pending")
+            assert status["watching"] is True  # the holder's watcher
+            # 0 pending was reported only once the holder was done: every note has its line and is found.
+            assert all("engrama_id:" in note.read_text(encoding="utf-8") for note in notes)
+            found = await call(session, "engrama_search", {"query": "quetzal", "limit": 20})
+            assert len(found["results"]) == 10
+    finally:
+        server.stop()
+        print(f"--- holder.log\n{server.log.read_text(encoding='utf-8')}")
+
+
+async def _backlog(session: ClientSession) -> dict[str, Any] | None:
+    status = (await call(session, "engrama_status", {}))["vault"]
+    return status if status["pending"] > 0 else None
+
+
+async def _in_step(session: ClientSession) -> dict[str, Any] | None:
+    status = (await call(session, "engrama_status", {}))["vault"]
+    return status if status["pending"] == 0 else None
 
 
 async def _drained(session: ClientSession) -> bool:
