@@ -674,3 +674,39 @@ def test_a_holders_shared_facts_count_only_while_current() -> None:
     assert shared_facts(row, now=1000.0 + SHARED_STALE + 1) is None
     assert shared_facts('{"released": true, "at": 1000.0}', now=1000.0) is None
     assert shared_facts(None) is None and shared_facts("not json") is None and shared_facts("[1]") is None
+
+
+async def _closed_edges(rt: Runtime) -> int:
+    sql = "select count(*) from edges where valid_to is not null"
+    return int((await rt.store.read(lambda c: c.execute(sql).fetchone()))[0])
+
+
+async def test_notes_moved_into_a_new_folder_or_out_of_a_removed_one_keep_their_relations_open(
+    rt: Runtime, vault: Path, live: LiveSync
+) -> None:
+    """`mkdir New; mv A.md B.md New/` and back out with the folder removed: the notes keep their nodes, and
+    no relation is closed and opened again on the way (review 17a reported such churn once; it did not
+    reproduce here, and this guards it)."""
+    ids = {
+        name: await new_note(rt, vault, f"{name}.md", f"# {name}\nsee [[C]] and [[{other}]]\n")
+        for name, other in (("A", "B"), ("B", "A"))
+    }
+    await new_note(rt, vault, "C.md", "# C\n")
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0
+    (vault / "New").mkdir()
+    os.rename(vault / "A.md", vault / "New" / "A.md")
+    os.rename(vault / "B.md", vault / "New" / "B.md")
+    for name, node_id in ids.items():
+        row = await eventually(lambda name=name: node_at(rt, f"New/{name}.md"))
+        assert row["id"] == node_id and row["status"] == "active"
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0
+    os.rename(vault / "New" / "A.md", vault / "A.md")  # and back out, the folder removed with it
+    os.rename(vault / "New" / "B.md", vault / "B.md")
+    os.rmdir(vault / "New")
+    for name, node_id in ids.items():
+        row = await eventually(lambda name=name: node_at(rt, f"{name}.md"))
+        assert row["id"] == node_id and row["status"] == "active"
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0
