@@ -302,8 +302,8 @@ async def test_when_the_words_are_everywhere_the_rows_holding_all_of_them_are_sc
     bounded_match = await runtime.store.read(
         service._bounded, "passages", match, replace(DEFAULT_TUNING, row_budget=100)
     )
-    # 190 rows would be scored: only the 70 with both are (the 100 newest rows of the AND: all of them)
-    assert bounded_match == service.Scored('"granite" AND "meadow"', 100)
+    # 190 rows would be scored: only the 70 with both are
+    assert bounded_match == service.Scored('"granite" AND "meadow"')
     assert await runtime.store.read(service._bounded, "passages", match, DEFAULT_TUNING) == service.Scored(
         match
     )

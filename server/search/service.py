@@ -544,8 +544,7 @@ def _bounded(conn: Any, index: str, match: str, tuning: Tuning) -> Scored:
     7.1.2), first the rule that loses least:
 
     1. coordination: the rows holding *every* word, when there are enough of them to fill the candidates'
-       first places (MIN_LEADERS). They rank first anyway; their scores are exactly what the OR gives them
-       (past the budget, the `row_budget` written last);
+       first places (MIN_LEADERS). They rank first anyway; their scores are exactly what the OR gives them;
     2. index elimination: when the words seldom meet, the most common ones are left out of the question (they
        have the lowest idf, so they add least to any row's score; bm25 counts a word in half the rows as
        nothing at all) until the rows of the words kept fit the budget. A row holding every word holds the
@@ -565,11 +564,9 @@ def _bounded(conn: Any, index: str, match: str, tuning: Tuning) -> Scored:
     if len(words) < 2:
         return Scored(match, budget)
     every = " AND ".join(words)
-    # Counted only as far as the decision needs: the `budget` newest rows of the AND are all of them when it has
-    # no more, so how many more there are needs no count. (Counting them to the budget walked the words' lists
-    # as far as the budget-th row holding them all: on common words nearly what scoring those rows cost.)
-    if tiers_sql.match_count(conn, index, every, MIN_LEADERS) >= MIN_LEADERS:
-        return Scored(every, budget)
+    together = tiers_sql.match_count(conn, index, every, budget + 1)
+    if together >= MIN_LEADERS:
+        return Scored(every, budget if together > budget else None)
     rows = {word: tiers_sql.match_count(conn, index, word, budget + 1) for word in words}
     kept = sorted(words, key=lambda w: (rows[w], words.index(w)))
     while len(kept) > 1 and sum(rows[w] for w in kept) > budget:
