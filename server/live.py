@@ -19,10 +19,10 @@ Entering the context never waits for a reconcile: the catch-up pass runs in the 
 - `pending`: paths waiting to be reconciled (notes left in a running full pass included);
 - `last_reconcile_at`: when a reconcile last finished (ISO 8601, UTC).
 
-The holder also shares these facts through the database (`SHARED_KEY`, at least every `SHARE_EVERY` seconds,
-and at once when `pending` becomes or stops being 0), so a follower's `engrama_status` (the second client on
-one vault) and `engrama-vault status` report the holder's backlog instead of their own empty one
-(`shared_facts`).
+The holder also shares these facts through the database (`SHARED_KEY`: at once when `pending` becomes or stops
+being 0, other changes at most every `SHARE_EVERY` seconds, nothing while nothing changes), so a follower's
+`engrama_status` (the second client on one vault) and `engrama-vault status` report the holder's backlog
+instead of their own empty one (`shared_facts`: only the facts of the process the lease file names).
 """
 
 from __future__ import annotations
@@ -50,9 +50,7 @@ log = logging.getLogger(__name__)
 Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
 SHARED_KEY = "live_sync"  # the meta row where the holder shares its live facts
-SHARE_EVERY = 1.0  # seconds between the holder's shares when nothing urgent changed (its heartbeat)
-# A share older than this (the holder hung, or was killed and a follower has not taken over yet) is not trusted.
-SHARED_STALE = 5.0
+SHARE_EVERY = 1.0  # seconds between the holder's shares of changes that are not urgent (a pass's progress)
 
 
 class LiveSync:
@@ -212,7 +210,7 @@ class LiveSync:
             self._sharing = None
         if was_holder:  # followers must not go on reporting this process's last facts
             with contextlib.suppress(Exception):  # e.g. the database file is gone
-                await self.rt.store.set_meta(SHARED_KEY, json.dumps({"released": True, "at": time.time()}))
+                await self.rt.store.set_meta(SHARED_KEY, json.dumps({"released": True, "pid": os.getpid()}))
         self.lease.release()
         if self._running:
             self._running = False
@@ -233,12 +231,16 @@ class LiveSync:
 
     def _share(self, state: dict[str, Any]) -> None:
         """Share the holder's live facts through the database: at once when `pending` becomes or stops being 0
-        or watching changes (a follower's client may be waiting on it), else at most every SHARE_EVERY seconds,
-        which is also the heartbeat that tells followers the facts are current."""
+        or watching changes (a follower's client may be waiting on it), other changes at most every SHARE_EVERY
+        seconds (the upkeep publishes every second, so the last one is shared too), and nothing while nothing
+        changes: an idle server writes nothing (a heartbeat kept the database from settling after a burst and
+        wrote ~400 MB a day; review 17b). Whether the facts are current is the lease's to say (`shared_facts`)."""
         facts = {
             key: state.get(key) for key in ("watching", "pending", "polling_seconds", "last_reconcile_at")
         }
         before = self._shared
+        if facts == before:
+            return
         urgent = (
             before is None
             or (before["pending"] == 0) != (facts["pending"] == 0)
@@ -255,7 +257,7 @@ class LiveSync:
         """Write the latest facts wanted, until none is left (one write in flight at a time)."""
         while (facts := self._share_wanted) is not None:
             self._share_wanted = None
-            row = json.dumps({**facts, "pid": os.getpid(), "at": time.time()})
+            row = json.dumps({**facts, "pid": os.getpid()})
             try:
                 await self.rt.store.set_meta(SHARED_KEY, row)
             except Exception as exc:  # status facts only: the next share tries again
@@ -263,18 +265,18 @@ class LiveSync:
                 self._shared = None
 
 
-def shared_facts(raw: str | None, now: float | None = None) -> dict[str, Any] | None:
-    """The lease holder's live facts as it last shared them (`LiveSync._share`), or None when no holder shares
-    them now: none ever did, it let the vault go, or its last share is older than SHARED_STALE seconds."""
-    if not raw:
+def shared_facts(raw: str | None, holder_pid: int | None) -> dict[str, Any] | None:
+    """The lease holder's live facts as it last shared them (`LiveSync._share`), or None when they are not the
+    current holder's: none were shared, they are another process's than the one the lease file names
+    (`holder_pid`: a holder killed leaves its pid there until a follower takes over, within a second), or
+    that process let the vault go."""
+    if not raw or holder_pid is None:
         return None
     try:
         facts = json.loads(raw)
     except ValueError:
         return None
-    if not isinstance(facts, dict) or facts.get("released") or not isinstance(facts.get("at"), int | float):
-        return None
-    if (time.time() if now is None else now) - facts["at"] > SHARED_STALE:
+    if not isinstance(facts, dict) or facts.get("released") or facts.get("pid") != holder_pid:
         return None
     return facts
 

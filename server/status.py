@@ -14,15 +14,19 @@ from server.runtime import Runtime
 from server.store import outbox_sql
 from server.store.outbox_sql import OutboxSummary
 from vault_sync.attention import ATTENTION_KEY, Attention
+from vault_sync.lease import VaultLease
 
 
 async def build_status(rt: Runtime) -> dict[str, Any]:
     counts = await rt.store.counts()
+    role = rt.state.get("lease")  # read once: a follower may take the lease over meanwhile
     node_count = sum(v for k, v in counts.items() if k.startswith("nodes_") and k != "nodes_archived")
     status: dict[str, Any] = {
         "version": __version__,
         "backend": {"name": "sqlite", "ok": True, "node_count": node_count, "db_path": str(rt.store.path)},
-        "vault": _vault_status(rt, counts, await rt.store.read(outbox_sql.summary), await _holders_facts(rt)),
+        "vault": _vault_status(
+            rt, counts, await rt.store.read(outbox_sql.summary), role, await _holders_facts(rt, role)
+        ),
         "search": current_search_status(rt),
         "profile": {"name": rt.profile.name, "modules": list(rt.profile.modules)},
     }
@@ -36,15 +40,20 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     return status
 
 
-async def _holders_facts(rt: Runtime) -> dict[str, Any] | None:
+async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:
     """The lease holder's live facts, read from the database, for a process that does not hold the lease."""
-    if rt.settings.vault is None or rt.state.get("lease") == "holder":
+    if rt.settings.vault is None or role == "holder":
         return None
-    return shared_facts(await rt.store.get_meta(SHARED_KEY))
+    holder = VaultLease.for_database(rt.store.path).holder_pid()
+    return shared_facts(await rt.store.get_meta(SHARED_KEY), holder)
 
 
 def _vault_status(
-    rt: Runtime, counts: dict[str, int], outbox: OutboxSummary, holders: dict[str, Any] | None = None
+    rt: Runtime,
+    counts: dict[str, int],
+    outbox: OutboxSummary,
+    role: object = None,
+    holders: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`watching`, `pending`, `polling_seconds` and `last_reconcile_at` are the lease holder's: this process's
     own, or those another process holding the lease shares (`holders`). A follower that has no current facts
@@ -54,7 +63,7 @@ def _vault_status(
         return {"configured": False}
     facts: dict[str, Any] = holders if holders is not None else rt.state
     pending = int(facts.get("pending", 0) or 0)
-    if holders is None and rt.state.get("lease") == "follower":
+    if holders is None and role == "follower":
         pending = max(pending, 1)
     vault: dict[str, Any] = {
         "configured": True,
@@ -63,8 +72,10 @@ def _vault_status(
         "watching": bool(facts.get("watching", False)),
         "pending": pending,
     }
-    if (role := rt.state.get("lease")) in ("holder", "follower"):
-        vault["lease"] = role  # this process: "holder" watches and writes the vault, a "follower" serves reads
+    if role in ("holder", "follower"):
+        vault["lease"] = (
+            role  # this process: "holder" watches and writes the vault, a "follower" serves reads
+        )
     if holders is not None:
         vault["holder_pid"] = holders.get("pid")
     polling = facts.get("polling_seconds")

@@ -234,7 +234,8 @@ async def test_pending_never_reads_zero_while_notes_still_wait_for_their_id_line
         # One at a time, so each come-back reconcile is the only work there is while it writes the line.
         for i, note in enumerate(notes):
             note.write_text(f"# Note {i}\nWritten just now.\n", encoding="utf-8")
-            await asyncio.sleep(0.2)
+            # Judged once the reconciler has taken it up (owed its line), not before the watcher reported it.
+            await eventually(lambda note=note: note.name in sync.deferred or read_id(note.read_bytes()), 10)
             judged.append(note)
             await eventually(lambda note=note: read_id(note.read_bytes()), timeout=10)
         await eventually(lambda: live.pending == 0, timeout=5)
