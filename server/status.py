@@ -52,8 +52,8 @@ def _vault_status(
     rt: Runtime,
     counts: dict[str, int],
     outbox: OutboxSummary,
-    role: object = None,
-    holders: dict[str, Any] | None = None,
+    role: object,
+    holders: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """`watching`, `pending`, `polling_seconds` and `last_reconcile_at` are the lease holder's: this process's
     own, or those another process holding the lease shares (`holders`). A follower that has no current facts
@@ -72,10 +72,9 @@ def _vault_status(
         "watching": bool(facts.get("watching", False)),
         "pending": pending,
     }
+    # This process's: a "holder" watches and writes the vault, a "follower" serves reads.
     if role in ("holder", "follower"):
-        vault["lease"] = (
-            role  # this process: "holder" watches and writes the vault, a "follower" serves reads
-        )
+        vault["lease"] = role
     if holders is not None:
         vault["holder_pid"] = holders.get("pid")
     polling = facts.get("polling_seconds")

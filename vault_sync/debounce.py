@@ -49,6 +49,8 @@ RESCAN_EVERY = 900.0
 # vault is walked instead, as often as a walk costs at most POLL_SHARE of one core and at most every POLL_MIN
 # seconds: edits reach the graph within seconds rather than at the next safety rescan.
 POLL_MIN = 5.0
+POLL_MAX = 60.0
+POLL_SHARE = 0.05
 # A reconcile that fails for a reason other than the note itself (the database locked past its busy timeout, a
 # bug) is tried again after RETRY_FIRST seconds, doubling up to RETRY_LAST, at most RETRIES times: the change
 # stays pending meanwhile, instead of waiting for the note's next edit or the safety rescan. A change that still
@@ -57,8 +59,6 @@ POLL_MIN = 5.0
 RETRY_FIRST = 1.0
 RETRY_LAST = 60.0
 RETRIES = 6  # 1 + 2 + 4 + 8 + 16 + 32 s: about a minute (a lock held past the 10 s timeout several times)
-POLL_MAX = 60.0
-POLL_SHARE = 0.05
 
 
 class Debouncer(Generic[K]):
@@ -334,7 +334,6 @@ class LiveReconciler:
                 # The pass covers them; events arriving during it queue up again.
                 self._reported.update(rel for _, rel in self._debouncer.clear())
                 if await self._guarded(self._full_pass(), "full vault reconcile"):
-                    self._failures.pop(None, None)
                     self._forget_retries()  # the pass read every note whose file differs from the graph
                 else:
                     self._retry_pass()
@@ -384,9 +383,10 @@ class LiveReconciler:
         the new paths before their old paths are found empty, and notes moved out of a folder then removed are
         at theirs before the folder's notes are archived: neither is archived (its relations closed) only to
         come back a moment later (review 17b: about half the time for two notes moved into a new folder)."""
-        root = self.sync.root
-        there = await asyncio.to_thread(
-            lambda: {rel for kind, rel in changes if kind == FOLDER and (root / rel).is_dir()}
+        folders = [rel for kind, rel in changes if kind == FOLDER]
+        root = self.sync.root  # looked at off the loop, and only when a folder changed (not on every edit)
+        there = (
+            await asyncio.to_thread(lambda: {r for r in folders if (root / r).is_dir()}) if folders else set()
         )
         arriving = [change for change in changes if change[0] == FOLDER and change[1] in there]
         leaving = [change for change in changes if change[0] == FOLDER and change[1] not in there]
@@ -451,14 +451,13 @@ class LiveReconciler:
                 self._retries.pop(change, None)
                 self.changed([change])
 
-            delay = min(RETRY_FIRST * 2 ** (failures - 1), RETRY_LAST)
-            self._retries[change] = asyncio.get_running_loop().call_later(delay, again)
+            self._retries[change] = asyncio.get_running_loop().call_later(_backoff(failures), again)
 
     def _forget_retries(self) -> None:
         for handle in self._retries.values():
             handle.cancel()
         self._retries.clear()
-        self._failures = {change: n for change, n in self._failures.items() if change is None}
+        self._failures.clear()
         self._alone.clear()
 
     def _retry_pass(self) -> None:
@@ -474,10 +473,9 @@ class LiveReconciler:
                 "gave up the full reconcile after %d attempts; the periodic rescan tries again", failures
             )
             return
-        delay = min(RETRY_FIRST * 2 ** (failures - 1), RETRY_LAST)
         self._pass_left = max(self._pass_left, 1)
         self._pass_retry = asyncio.get_running_loop().call_later(
-            delay, self.request_full_pass, "retrying a full pass that failed"
+            _backoff(failures), self.request_full_pass, "retrying a full pass that failed"
         )
 
     async def _sync_notes(self, rels: list[str], later: Later) -> None:
@@ -570,6 +568,11 @@ class LiveReconciler:
         else:
             self.last_reconcile_at = datetime.now(UTC)
         return True
+
+
+def _backoff(failures: int) -> float:
+    """Seconds before the next attempt after `failures` failures in a row: RETRY_FIRST, doubling to RETRY_LAST."""
+    return min(RETRY_FIRST * 2 ** (failures - 1), RETRY_LAST)
 
 
 def _coalesce(changes: list[Change]) -> list[Change]:
