@@ -253,6 +253,40 @@ async def test_time_words_favour_the_note_dated_in_their_window(runtime: Runtime
     assert (await top_names(runtime, question, reference_time="2023-05-24"))[0] == "Ridge walk"
 
 
+async def test_a_capitalised_date_word_says_when_and_is_not_taken_for_a_name(
+    runtime: Runtime, vault: Path
+) -> None:
+    """ "in March" is a window of dates the notes' dates answer, not a name the notes must hold: the note of a
+    March appointment that never says "March" comes before notes that say it about something else (as a name,
+    "march" weighed double and a note holding it got the all-names bonus)."""
+    write(
+        vault,
+        "Log/Checkup.md",
+        "---\ndate: 2023-03-14\n---\nDoctor's appointment: the yearly checkup, blood test booked.\n",
+    )
+    for i in range(3):
+        write(
+            vault,
+            f"Notes/Rally {i}.md",
+            f"---\ndate: 2023-0{i + 5}-02\n---\nThe March for Science rally; the doctor from the clinic spoke, "
+            f"note {i}.\n",
+        )
+    filler = (
+        "Plans for the garden, the shed roof and the new fence; asked the doctor next door about the hedge"
+    )
+    for i in range(10):  # weaker matches, so the text scores have a scale
+        write(vault, f"Notes/Garden {i}.md", f"---\ndate: 2023-01-1{i}\n---\n{filler}, note {i}.\n")
+    await runtime.require_sync().sync_vault()
+    question = "How many doctor's appointments did I go to in March?"
+    hits = (await search(runtime, question, reference_time="2023-05-30T23:42:00", explain=True)).results
+    assert hits[0].name == "Checkup"
+    assert hits[0].signals is not None and hits[0].signals["time"] > 0
+    assert all((h.signals or {}).get("names", 0.0) == 0.0 for h in hits)
+    # Without a date phrase the capital still makes a name: "the March" rally notes hold it.
+    hits = (await search(runtime, "Who spoke at the March rally?", explain=True)).results
+    assert hits[0].name.startswith("Rally") and (hits[0].signals or {}).get("names", 0.0) > 0
+
+
 async def test_an_order_question_brings_every_event_into_the_first_places(
     runtime: Runtime, vault: Path
 ) -> None:

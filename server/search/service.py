@@ -31,7 +31,7 @@ from server.embeddings.ondemand import passage_vectors, query_vector
 from server.embeddings.worker import QUERY_EMBEDDER, current_search_status, mark_degraded, model_key
 from server.runtime import Runtime
 from server.search import anchors, distill, fusion, telling, walk, when
-from server.search.fts_query import query_word_counts, quote_token
+from server.search.fts_query import query_tokens, query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
 from server.search.names import all_names_match, query_names, weighted_match
 from server.store import nodes_sql, search_sql, tiers_sql, vectors_sql, walk_sql
@@ -165,7 +165,10 @@ async def run_search(
     started = time.monotonic()
     intent = when.resolve(query, reference or datetime.now().astimezone()) if tuning.time_routing else None
     tokens, repeats = await _query_words(rt, query)
-    names = [name for name in query_names(query) if name in tokens]
+    # A capitalised word of a date phrase ("in March", "last Thursday", "on Valentine's day") says when,
+    # which the time step reads from the notes' dates; as a name it would also demand the word itself.
+    dated = set(query_tokens(" ".join(w.phrase for w in intent.windows))) if intent is not None else set()
+    names = [name for name in query_names(query) if name in tokens and name not in dated]
     match = weighted_match(
         query,
         names,
