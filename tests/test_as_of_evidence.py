@@ -219,6 +219,43 @@ async def test_a_database_from_before_this_change_gets_a_start_for_every_note(
     assert rows["Nowhere"] == (None, None)
 
 
+async def test_every_note_keeps_the_day_it_is_about_and_an_older_database_gets_it(
+    rt: Runtime, vault: Path
+) -> None:
+    """`nodes.note_day` (what a question's date window looks up) is the day `note_dates` reads, kept through
+    edits and renames, and migration 13 fills it for a database written before it."""
+    write(vault, "Daily/2023-05-20.md", "Groceries.\n")
+    write(vault, "Trip.md", "---\ndate: 2021-07-04\n---\nFireworks.\n")
+    session = "Session 3 — 1:56 pm on 8 May, 2023"
+    write(vault, "Session 3.md", f"---\ntitle: {session}\n---\nTalked.\n")
+    await rt.require_sync().sync_vault()
+
+    def days(conn: Any) -> dict[str, str | None]:
+        return {r["name"]: r["note_day"] for r in conn.execute("select name, note_day from nodes")}
+
+    expected = {"2023-05-20": "2023-05-20", "Trip": "2021-07-04", session: "2023-05-08"}
+    assert await rt.store.read(days) == expected
+    write(vault, "Trip.md", "---\ndate: 2022-08-01\n---\nFireworks.\n")
+    (vault / "Daily/2023-05-20.md").rename(vault / "Daily/2023-05-21.md")
+    await rt.require_sync().sync_vault()
+    moved = {"2023-05-21": "2023-05-21", "Trip": "2022-08-01", session: "2023-05-08"}
+    assert await rt.store.read(days) == moved
+
+    def downgrade(conn: Any) -> None:
+        conn.execute("drop index nodes_note_day")
+        conn.execute("alter table nodes drop column note_day")
+        conn.execute("delete from schema_migrations where number = 13")
+
+    await rt.store.write(downgrade)
+    conn = sqlite3.connect(rt.settings.db_path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    try:
+        assert apply_migrations(conn) == 1
+        assert days(conn) == moved
+    finally:
+        conn.close()
+
+
 # --- reading the evidence -----------------------------------------------------------------------------------
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import AsyncIterator
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -285,6 +286,55 @@ async def test_a_capitalised_date_word_says_when_and_is_not_taken_for_a_name(
     # Without a date phrase the capital still makes a name: "the March" rally notes hold it.
     hits = (await search(runtime, "Who spoke at the March rally?", explain=True)).results
     assert hits[0].name.startswith("Rally") and (hits[0].signals or {}).get("names", 0.0) > 0
+
+
+DAYS = [
+    "Groceries and laundry.",
+    "Long run by the river, twelve kilometres.",
+    "Team standup; wrote the quarterly report.",
+    "Dinner with Ana at the Thai place.",
+    "Fixed the bike chain, cleaned the garage.",
+]
+
+
+def write_daily_notes(vault: Path, first: date, count: int) -> None:
+    for i in range(count):
+        day = first + timedelta(days=i)
+        write(vault, f"Daily/{day.isoformat()}.md", f"{DAYS[i % len(DAYS)]}\nSlept well.\n")
+
+
+async def test_the_notes_dated_in_the_window_are_found_whatever_their_words(
+    runtime: Runtime, vault: Path
+) -> None:
+    """ "What did I do last Saturday?": that day's daily note never says "Saturday", and no word of it is in
+    the question; it is found by its date (step "time"), beside the note that only shares the word. Another
+    reference time finds another day; the same words with no date phrase do not bring the daily notes."""
+    write_daily_notes(vault, date(2023, 5, 1), 30)
+    write(vault, "Saturday ideas.md", "Ideas for a Saturday: hike, museum, market.\n")
+    await runtime.require_sync().sync_vault()
+    hits = (
+        await search(runtime, "What did I do last Saturday?", reference_time="2023-05-24", explain=True)
+    ).results
+    steps = {h.name: h.step for h in hits}
+    assert "2023-05-20" in steps and steps["2023-05-20"] == "time"
+    assert not {name for name in steps if name.startswith("2023-")} - {"2023-05-20"}
+    assert "2023-05-13" in await top_names(
+        runtime, "What did I do last Saturday?", reference_time="2023-05-16"
+    )
+    assert await top_names(runtime, "What did I do on Saturday mornings?") == ["Saturday ideas"]
+
+
+async def test_a_window_holding_more_notes_than_the_candidates_adds_none(
+    runtime: Runtime, vault: Path
+) -> None:
+    """A window that holds more notes than the candidates kept does not single any out: "this year" over 60
+    daily notes brings none of those sharing no word with the question, while "last Saturday" still does."""
+    write_daily_notes(vault, date(2023, 3, 31), 60)
+    await runtime.require_sync().sync_vault()
+    assert await top_names(runtime, "What did I do this year?", reference_time="2023-05-30") == []
+    assert await top_names(runtime, "What did I do last Saturday?", reference_time="2023-05-30") == [
+        "2023-05-27"
+    ]
 
 
 async def test_an_order_question_brings_every_event_into_the_first_places(

@@ -332,6 +332,12 @@ def _finish(
         found.setdefault(node_id, anchored.candidates[node_id])
     for node_id in anchored.exact:  # a title longer than the runs looked up, or that no word of it finds
         found.setdefault(node_id, Candidate(node_id))
+    if plan.time is not None and plan.time.windows and weights.time > 0:
+        # The notes dated in the question's window are candidates whatever their words ("what did I do last
+        # Saturday?" and that day's daily note); a window holding more notes than the leaders adds none.
+        spans = [(w.start, w.end) for w in plan.time.windows]
+        for node_id in nodes_sql.dated_in(conn, spans, plan.where.sql(), MIN_LEADERS):
+            found.setdefault(node_id, Candidate(node_id))
     nodes = _expand(conn, found, anchored, plan.where, weights, plan.limit)
     if plan.time is not None and plan.time.windows and weights.time > 0:
         dated = nodes_sql.note_dates(conn, [c.node_id for c in found.values() if c.node_id in nodes])

@@ -19,6 +19,7 @@ from server.store.nodes_sql import (
     edge_valid_on,
     find_nodes,
     merge_entity,
+    refresh_note_days,
     row_to_node,
     same_name,
     valid_on,
@@ -252,6 +253,8 @@ def remember_in_graph(
                 "update nodes set properties = ? where id = ?",
                 (json.dumps(merged, sort_keys=True, default=str), node_id),
             )
+    if remove:
+        refresh_note_days(conn, [node_id])  # a `date:` taken away
     return node_id, created
 
 

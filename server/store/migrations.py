@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlean
 
-from server.store import passages_sql, sync_sql
+from server.store import nodes_sql, passages_sql, sync_sql
 from server.store.clock import utc_now
 
 M001_CREATE_GRAPH = """
@@ -387,6 +387,13 @@ M011_COMPOSED_NAMES = """
 M012_FILE_INODES = """
         alter table files add column ino integer;
 """
+# The date each note is about (`nodes_sql.note_day`: its `date:`, a daily note's file name, a date in its title,
+# `created:`, else when it began), stored so that a question's date window finds the notes dated in it even
+# when they share no word with the question ("what did I do last Saturday?" and the daily note of that day).
+M013_NOTE_DAYS = """
+        alter table nodes add column note_day text;
+        create index nodes_note_day on nodes(note_day) where note_day is not null;
+"""
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -400,11 +407,13 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (10, "m010_note_rows_exact", M010_NOTE_ROWS_EXACT),
     (11, "m011_composed_names", M011_COMPOSED_NAMES),
     (12, "m012_file_inodes", M012_FILE_INODES),
+    (13, "m013_note_days", M013_NOTE_DAYS),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {
     10: passages_sql.fill_note_rows,
     11: lambda conn: sync_sql.compose_names(conn, utc_now()),
+    13: nodes_sql.refresh_note_days,
 }
 
 

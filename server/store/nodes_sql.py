@@ -169,6 +169,7 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
             "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",
             (fold(name), node_id),
         )
+        refresh_note_days(conn, [node_id])
         return node_id, True
     merged = {**json.loads(row["properties"] or "{}"), **properties}
     conn.execute(
@@ -177,6 +178,7 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
         "began_at = coalesce(began_at, ?) where id = ?",
         (label, json.dumps(merged, sort_keys=True, default=str), now, now, now, row["id"]),
     )
+    refresh_note_days(conn, [row["id"]])
     return row["id"], row["status"] == "stub"
 
 
@@ -203,6 +205,45 @@ def note_dates(conn: Any, node_ids: Sequence[str]) -> dict[str, date]:
             if (day := _note_date(row)) is not None:
                 found[row["id"]] = day
     return found
+
+
+def note_day(path: str | None, name: str | None, properties: str | None, began_at: str | None) -> str | None:
+    """The ISO date a note is about (`note_dates`' rule) from its row's columns: what `nodes.note_day` holds, so
+    that a question's date window can find the notes dated in it whatever their words (`dated_in`)."""
+    day = _note_date({"path": path, "name": name, "properties": properties, "began_at": began_at})
+    return None if day is None else day.isoformat()
+
+
+def refresh_note_days(conn: Any, node_ids: Sequence[str] | None = None) -> None:
+    """Set `note_day` of `node_ids` (every node when None) from their rows as they are now."""
+    where, params = "", list(node_ids or [])
+    if node_ids is not None:
+        if not node_ids:
+            return
+        where = f" where id in ({','.join('?' * len(params))})"
+    rows = conn.execute(f"select id, path, name, properties, began_at from nodes{where}", params).fetchall()
+    days = [(row["id"], _note_date(row)) for row in rows]
+    conn.executemany(
+        "update nodes set note_day = ?1 where id = ?2 and note_day is not ?1",
+        [(None if day is None else day.isoformat(), node_id) for node_id, day in days],
+    )
+
+
+def dated_in(
+    conn: Any, spans: Sequence[tuple[date, date]], where: tuple[str, Sequence[Any]], cap: int
+) -> list[str]:
+    """The notes dated inside any of `spans` (inclusive) that pass `where` (a clause over `nodes n` and its
+    parameters: `NodeFilter.sql()`), when they are at most `cap`; else none: a window holding more notes than
+    that does not single any out."""
+    if not spans:
+        return []
+    inside = " or ".join("n.note_day between ? and ?" for _ in spans)
+    clause, params = where
+    rows = conn.execute(
+        f"select n.id from nodes n where ({inside}) and {clause} order by n.note_day desc, n.id limit ?",
+        [*(d.isoformat() for span in spans for d in span), *params, cap + 1],
+    ).fetchall()
+    return [] if len(rows) > cap else [r[0] for r in rows]
 
 
 def _note_date(row: Any) -> date | None:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from server.store import history_sql, passages_sql, search_sql
-from server.store.nodes_sql import note_start
+from server.store.nodes_sql import note_day, note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 from vault_sync.names import canonical, fold
 
@@ -432,13 +432,13 @@ def _apply_one(
     conn.execute(
         """
         insert into nodes (id, label, name, properties, path, checksum, status, created_at, updated_at,
-                           confidence, valid_from, valid_to, began_at)
-        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                           confidence, valid_from, valid_to, began_at, note_day)
+        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         on conflict(id) do update set label = excluded.label, name = excluded.name,
             properties = excluded.properties, path = excluded.path, checksum = excluded.checksum,
             status = excluded.status, updated_at = excluded.updated_at, confidence = excluded.confidence,
             base_confidence = null, decayed_at = null, valid_from = excluded.valid_from,
-            valid_to = excluded.valid_to, began_at = excluded.began_at
+            valid_to = excluded.valid_to, began_at = excluded.began_at, note_day = excluded.note_day
         where not ?
         """,
         (
@@ -450,6 +450,7 @@ def _apply_one(
             valid_from,
             stated["valid_to"],
             began_at,
+            note_day(note.path, note.name, properties, began_at),
             same,
         ),
     )
