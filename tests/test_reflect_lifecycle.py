@@ -3,6 +3,7 @@ and the proactive hints."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from test_reflect_support import VaultBuilder, projects_sharing, synced
 from server.reflect.service import (
     InsightAlreadyDecided,
     InsightError,
+    InsightNotApproved,
     InsightNotFound,
     decide_insight,
     note_remembered,
@@ -18,6 +20,7 @@ from server.reflect.service import (
     proactive_hint,
     reflect,
     surface_insights,
+    write_insight_to_vault,
 )
 from server.store import insights_sql
 
@@ -244,3 +247,106 @@ async def test_a_decision_cut_short_is_still_recorded_in_the_vault_and_survives_
         await reflect(rt)
         rebuilt = {i: await status_of(rt, i) for i in decided}
     assert rebuilt == decided
+
+
+# --- found by review (session 18): decisions the person took are kept, and only about notes that stand -------
+
+
+async def test_deciding_or_writing_again_never_brings_back_a_record_the_person_deleted(
+    vault, db_path
+) -> None:
+    """Once on record, an approval's note deleted by the person stays deleted: approving again and writing the
+    insight into its notes again (both "harmless to repeat") leave it gone."""
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one = next(i for i in (await reflect(rt)).insights if "SQLite" in i.title)
+        await decide_insight(rt, one.id, "approve")
+        [note] = list((vault / "Insights").glob("*.md"))
+        note.unlink()
+        await rt.require_sync().sync_vault()
+        assert (await decide_insight(rt, one.id, "approve")).status == "approved"
+        written = await write_insight_to_vault(rt, one.id)
+        assert written.written and not note.exists()
+        assert list((vault / "Insights").glob("*.md")) == []
+
+
+async def test_an_approval_retracted_in_its_note_is_not_written_into_the_notes(vault, db_path) -> None:
+    """The approve tool says to retract by setting `insight_status: dismissed` in the insight's note: writing
+    the insight afterwards, without a reflect in between, refuses, and no entity note gets its section."""
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one = next(i for i in (await reflect(rt)).insights if "SQLite" in i.title)
+        await decide_insight(rt, one.id, "approve")
+        [note] = list((vault / "Insights").glob("*.md"))
+        note.write_text(
+            note.read_text(encoding="utf-8").replace("insight_status: approved", "insight_status: dismissed"),
+            encoding="utf-8",
+        )
+        await rt.require_sync().sync_vault()
+        with pytest.raises(InsightNotApproved, match="dismissed"):
+            await write_insight_to_vault(rt, one.id)
+        with pytest.raises(InsightAlreadyDecided, match="dismissed"):
+            await decide_insight(rt, one.id, "approve")
+    assert "engrama:insight" not in (vault / "Projects" / "Alpha.md").read_text(encoding="utf-8")
+
+
+async def test_of_two_opposite_decisions_taken_at_once_the_first_stands_and_the_second_is_refused(
+    vault, db_path
+) -> None:
+    """Two clients deciding one insight at the same moment: one of them is told it was already decided the
+    other way; the database and the vault agree on the decision that stands."""
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        ids = [i.id for i in (await reflect(rt)).insights]
+        for insight_id in ids:
+            outcomes = await asyncio.gather(
+                decide_insight(rt, insight_id, "approve"),
+                decide_insight(rt, insight_id, "dismiss"),
+                return_exceptions=True,
+            )
+            told = [o.status for o in outcomes if not isinstance(o, BaseException)]
+            refused = [o for o in outcomes if isinstance(o, BaseException)]
+            assert len(told) == 1 and len(refused) == 1, outcomes
+            assert isinstance(refused[0], InsightAlreadyDecided)
+            assert await status_of(rt, insight_id) == told[0]
+        await reflect(rt)
+        statuses = {i: await status_of(rt, i) for i in ids}
+    dismissed = vault / "Insights" / "Dismissed insights.md"
+    listed = dismissed.read_text(encoding="utf-8") if dismissed.exists() else ""
+    notes = [p for p in (vault / "Insights").glob("*.md") if p != dismissed]
+    assert len(notes) == sum(1 for s in statuses.values() if s == "approved")
+    assert listed.count("shared_technology/") == sum(1 for s in statuses.values() if s == "dismissed")
+
+
+async def test_a_pending_insight_about_a_deleted_note_is_neither_offered_nor_approved(vault, db_path) -> None:
+    """The note an insight is about is deleted: the insight is no longer offered (surface, search hints), cannot
+    be approved, and the next reflect withdraws it even when its pattern does not run."""
+    b = two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one = next(i for i in (await reflect(rt)).insights if "SQLite" in i.title)
+        (vault / b.paths["Beta"]).unlink()
+        await rt.require_sync().sync_vault()
+        assert one.id not in [v.id for v in await surface_insights(rt, limit=10)]
+        alpha = [n.id for n in await rt.store.find_nodes("Alpha")]
+        assert one.id not in [s.id for s in await pending_insights_for(rt, alpha)]
+        with pytest.raises(InsightError, match="deleted or archived"):
+            await decide_insight(rt, one.id, "approve")
+        await reflect(rt, ["stale_knowledge"])  # another pattern: this one's did not run
+        assert await rt.store.read(insights_sql.get_insight, one.id) is None
+    assert "engrama:insight" not in (vault / "Projects" / "Alpha.md").read_text(encoding="utf-8")
+
+
+async def test_a_dismissed_list_that_is_not_utf8_is_reported_and_left_as_it_is(vault, db_path) -> None:
+    """Dismissing adds a line to `Insights/Dismissed insights.md`; when that file is not UTF-8 (re-saved in
+    Latin-1 by some editor) the decision holds, the vault record is said to have failed, and the file keeps
+    its bytes (before, UTF-8 was appended to it: a file of two encodings)."""
+    two_projects_on_sqlite(vault)
+    listed = vault / "Insights" / "Dismissed insights.md"
+    original = "# Dismissed insights\n\n- 2025-01-01 · Caf\u00e9 ideas · `x/1`\n".encode("latin-1")
+    async with synced(vault, db_path) as rt:
+        one, two = (await reflect(rt)).insights
+        await decide_insight(rt, one.id, "dismiss")  # the list is made
+        listed.write_bytes(original)
+        decision = await decide_insight(rt, two.id, "dismiss")
+    assert decision.status == "dismissed" and "not UTF-8" in decision.message
+    assert listed.read_bytes() == original

@@ -146,7 +146,13 @@ def _append_dismissed(root: Path, rel: str, fresh: bytes, key: str, item: str, q
         return
     except NoteExists:
         pass  # the list exists: add a line to it
-    edit_note(root, rel, lambda data: append_list_item(data, key, item), quiet=quiet)
+
+    def edit(data: bytes) -> bytes:
+        decode_note(data, source=rel)
+        read_frontmatter(data, source=rel)  # a list that does not parse is reported, never edited
+        return append_list_item(data, key, item)
+
+    edit_note(root, rel, edit, quiet=quiet)
 
 
 # --- reading them back -----------------------------------------------------------------------------------

@@ -149,9 +149,19 @@ async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDe
     wanted = _ACTIONS.get(str(action).strip().lower())
     if wanted is None:
         raise InsightError(f"unknown action {action!r}; use 'approve' or 'dismiss'")
+    await restore_decisions(rt)  # the vault's record wins: an approval retracted in its note is dismissed
     row = await _get(rt, insight_id)
     queue = rt.sync is not None and writable_sync(rt) is None  # another process holds the vault's lease
     queued: int | None = None
+    if (
+        row.status == PENDING
+        and wanted == APPROVED
+        and not await rt.store.read(insights_sql.standing, row.id)
+    ):
+        raise InsightError(
+            f"insight {row.id} is about a note that was deleted or archived since it was proposed, so it no "
+            "longer holds; dismiss it, or run engrama_reflect to withdraw it"
+        )
     if row.status == PENDING:
         if rt.sync is not None:
             # The decision and its queued vault record (what survives a rebuild) commit together: whatever
@@ -159,10 +169,18 @@ async def decide_insight(rt: Runtime, insight_id: str, action: str) -> InsightDe
             # lease holder's drain of the outbox writes the record (when it is written already: nothing).
             queued = await rt.store.write(outbox_sql.decide_and_queue, row.id, wanted, utc_now())
         else:
-            await rt.store.write(insights_sql.set_status, row.id, wanted, utc_now())
+            await rt.store.write(insights_sql.decide, row.id, wanted, utc_now())
         row = await _get(rt, insight_id)
+        if row.status != wanted:  # another client decided it the other way in between: theirs stands
+            raise InsightAlreadyDecided(_reversal_message(row))
     elif row.status != wanted:
         raise InsightAlreadyDecided(_reversal_message(row))
+    elif await rt.store.read(outbox_sql.insight_recorded, row.id):
+        # The same decision again, already on record: nothing to write (a record the person deleted, such as
+        # an approved insight's note, is not brought back).
+        return InsightDecision(
+            row.id, row.status, f"{row.status} (already, on {(row.decided_at or '')[:10]})"
+        )
     if queue:
         return InsightDecision(row.id, row.status, QUEUED_RECORD)
     try:
@@ -198,6 +216,9 @@ async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str 
     Returns the notes that carry the insight's section (writing again changes no byte and returns the same
     list) and the entities' notes it could not go into, with why. Not approved -> `InsightNotApproved`.
     """
+    await restore_decisions(
+        rt
+    )  # an approval retracted in its note (`insight_status: dismissed`) is not written
     row = await _get(rt, insight_id)
     if row.status != APPROVED:
         raise InsightNotApproved(

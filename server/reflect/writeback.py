@@ -17,7 +17,7 @@ from server.reflect import render
 from server.reflect.errors import InsightWriteError
 from server.reflect.records import entity_links, record_approval, writable_sync
 from server.runtime import Runtime
-from server.store import insights_sql
+from server.store import insights_sql, outbox_sql
 from server.store.insights_sql import InsightRow
 from vault_sync.errors import PathOutsideVault, VaultError
 from vault_sync.frontmatter import decode_note, read_frontmatter
@@ -74,7 +74,8 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
                 raise InsightWriteError(f"cannot write into {rel}: {exc}") from None
             log.warning("insight %s: not written into %s: %s", row.id, rel, exc)
             skipped.append(SyncError(rel, str(exc)))
-    await record_approval(rt, row)
+    if not await rt.store.read(outbox_sql.insight_recorded, row.id):
+        await record_approval(rt, row)  # once on record, a record the person deleted is not written again
     await rt.store.write(insights_sql.record_written, row.id, holding)
     return WriteBack(sorted(set(holding)), skipped)
 

@@ -177,9 +177,32 @@ def insights_by_keys(conn: Any, keys: Sequence[str]) -> list[InsightRow]:
     return [_row(r) for r in _rows_in(conn, sql, keys)]
 
 
+# An insight stands while every entity it is about does: a pending insight naming a note the person deleted
+# (archived) is not offered, and the next reflect withdraws it (`withdraw_fallen`), whichever patterns it runs.
+STANDING = (
+    "not exists (select 1 from json_each(insights.entities) e left join nodes n on n.id = e.value "
+    "where n.id is null or n.status = 'archived')"
+)
+
+
 def pending_insights(conn: Any) -> list[InsightRow]:
-    """Every pending insight, most confident first."""
-    return _insights(conn, "status = ? order by confidence desc, updated_at desc, key", (PENDING,))
+    """Every pending insight that still stands, most confident first."""
+    return _insights(
+        conn, f"status = ? and {STANDING} order by confidence desc, updated_at desc, key", (PENDING,)
+    )
+
+
+def standing(conn: Any, insight_id: str) -> bool:
+    """Whether every entity of the insight is still there (not archived, not gone)."""
+    return (
+        conn.execute(f"select 1 from insights where id = ? and {STANDING}", (insight_id,)).fetchone()
+        is not None
+    )
+
+
+def withdraw_fallen(conn: Any) -> int:
+    """Delete the pending insights about an entity that is archived or gone; returns how many."""
+    return conn.execute(f"delete from insights where status = ? and not {STANDING}", (PENDING,)).rowcount
 
 
 def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[InsightRow]:
@@ -191,7 +214,7 @@ def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[Insigh
         f"exists (select 1 from json_each(insights.entities) e where e.value in ({','.join('?' * len(ids))}))"
     )
     order = "order by confidence desc, updated_at desc, key limit ?"
-    return _insights(conn, f"status = ? and {named} {order}", (PENDING, *ids, limit))
+    return _insights(conn, f"status = ? and {named} and {STANDING} {order}", (PENDING, *ids, limit))
 
 
 def statuses(conn: Any) -> dict[str, str]:
@@ -236,7 +259,11 @@ def save_proposals(
         if r["status"] == PENDING and r["pattern"] in ran and key not in wanted
     ]
     conn.executemany("delete from insights where key = ? and status = 'pending'", stale)
-    return SaveOutcome(tuple(created), tuple(kept), len(stale))
+    fallen = withdraw_fallen(conn)  # about a note deleted since, though its pattern did not run
+    left = {r[0] for r in conn.execute("select key from insights")}
+    return SaveOutcome(
+        tuple(k for k in created if k in left), tuple(k for k in kept if k in left), len(stale) + fallen
+    )
 
 
 def set_status(conn: Any, insight_id: str, status: str, now: str) -> None:
@@ -245,6 +272,17 @@ def set_status(conn: Any, insight_id: str, status: str, now: str) -> None:
         "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = null where id = ?",
         (status, now if status != PENDING else None, now, insight_id),
     )
+
+
+def decide(conn: Any, insight_id: str, status: str, now: str) -> bool:
+    """Take a decision on a *pending* insight (`set_status`); False when it was no longer pending (another
+    client's decision got there first: theirs stands)."""
+    cursor = conn.execute(
+        "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = null "
+        "where id = ? and status = ?",
+        (status, now, now, insight_id, PENDING),
+    )
+    return cursor.rowcount > 0
 
 
 def record_written(conn: Any, insight_id: str, paths: Sequence[str]) -> None:

@@ -114,9 +114,11 @@ def purge_and_queue(conn: Any, node_id: str, name: str, path: str, now: str) -> 
     return purged
 
 
-def decide_and_queue(conn: Any, insight_id: str, status: str, now: str) -> int:
-    """Record a decision on an insight and queue its vault record; returns the queued row's id."""
-    insights_sql.set_status(conn, insight_id, status, now)
+def decide_and_queue(conn: Any, insight_id: str, status: str, now: str) -> int | None:
+    """Take a decision on a pending insight and queue its vault record; returns the queued row's id, or None
+    (nothing done) when the insight was no longer pending."""
+    if not insights_sql.decide(conn, insight_id, status, now):
+        return None
     return enqueue(conn, InsightRecord(insight_id), now)
 
 
