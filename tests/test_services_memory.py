@@ -15,6 +15,7 @@ from server.services.relate import relate
 from server.services.remember import remember
 from server.settings import Settings
 from server.store import outbox_sql
+from vault_sync.errors import NoteInConflict
 from vault_sync.identify import read_id
 from vault_sync.report import UNCHANGED
 
@@ -227,3 +228,28 @@ async def test_a_call_the_client_cancels_leaves_no_placeholder_nothing_points_at
         ).fetchall()
     )
     assert [r[0] for r in unused] == []
+
+
+async def test_a_note_in_a_merge_conflict_is_indexed_but_never_written_until_resolved(
+    rt: Runtime, vault: Path
+) -> None:
+    """obsidian-git pulled a conflict into the top of a note (review 18b): engrama indexes the text, but neither
+    its id line (it would go above the markers: two frontmatter blocks once resolved) nor a tool's write (it
+    went after `>>>>>>>`) touches the file; once the person resolves it, both go in as usual."""
+    ours = (
+        b"---\nengrama_id: 01a21ae0-48a0-7000-8000-000000000001\ntype: Project\n---\nIdea: sell lemonade.\n"
+    )
+    conflicted = b"<<<<<<< HEAD\n" + ours + b"=======\nIdea: sell lemonade and tea.\n>>>>>>> 7aa1171 (tea)\n"
+    write(vault, "Projects/Stand.md", conflicted)
+    report = await rt.require_sync().sync_vault()
+    assert [e.path for e in report.ids_not_written] == ["Projects/Stand.md"]
+    assert "merge conflict" in report.ids_not_written[0].error
+    assert (vault / "Projects/Stand.md").read_bytes() == conflicted
+    with pytest.raises(NoteInConflict, match="merge conflict"):  # the tool says this message
+        await remember(rt, "Project", "Stand", {"status": "active"}, "Opened on Saturday.")
+    assert (vault / "Projects/Stand.md").read_bytes() == conflicted
+    write(vault, "Projects/Stand.md", ours.replace(b"lemonade.", b"lemonade and tea."))
+    await rt.require_sync().sync_vault()
+    done = await remember(rt, "Project", "Stand", {"status": "active"}, "Opened on Saturday.")
+    text = (vault / "Projects/Stand.md").read_text(encoding="utf-8")
+    assert done.path == "Projects/Stand.md" and text.count("---\n") == 2 and "Opened on Saturday." in text

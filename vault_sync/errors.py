@@ -27,3 +27,8 @@ class NoteReadOnly(VaultError):
 
 class ConcurrentEdit(VaultError):
     """The file changed between our read and our write, and re-basing did not converge."""
+
+
+class NoteInConflict(VaultError):
+    """A note holding an unresolved merge conflict (git's `<<<<<<<` / `=======` / `>>>>>>>` lines): engrama
+    writes nothing into it, not even its id line, until the person has resolved it."""

@@ -18,7 +18,7 @@ from vault_sync import identify
 from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
-from vault_sync.errors import IdLineRefused, NoteReadOnly, VaultError
+from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
@@ -212,7 +212,11 @@ class NoteReader:
             note, state, chunks = self.write_id(read, derived_id(read))
         except NoteBusy:
             return read  # being saved right now: the reconcile indexes it and writes its line once quiet
-        except (IdLineRefused, NoteReadOnly) as exc:  # indexed all the same (reconcile), saying why
+        except (
+            IdLineRefused,
+            NoteReadOnly,
+            NoteInConflict,
+        ) as exc:  # indexed all the same (reconcile), saying why
             return replace(read, id_not_written=describe(exc))
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))

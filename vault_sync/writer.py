@@ -49,6 +49,7 @@ import itertools
 import logging
 import math
 import os
+import re
 import stat
 import sys
 import threading
@@ -61,7 +62,14 @@ from typing import Any
 
 from vault_sync import orphans
 from vault_sync.checksum import sha256_hex
-from vault_sync.errors import ConcurrentEdit, NoteReadOnly, PathOutsideVault, UnreadableNote, VaultError
+from vault_sync.errors import (
+    ConcurrentEdit,
+    NoteInConflict,
+    NoteReadOnly,
+    PathOutsideVault,
+    UnreadableNote,
+    VaultError,
+)
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
 
@@ -281,6 +289,12 @@ def edit_note(
             read = _file_state(real_rel, data, st)
             if check is not None:
                 check(data, read)
+            if in_conflict(data):
+                raise NoteInConflict(
+                    f"{real_rel} holds an unresolved merge conflict (lines starting <<<<<<<, ======= and "
+                    ">>>>>>>, left by git or a sync tool); nothing was written. engrama writes into it again "
+                    "once the conflict is resolved"
+                )
             if not data:
                 log.info("%s is empty; the edit writes it from nothing (quiet rule: %s)", real_rel, quiet)
             if expected_checksum is not None and read.checksum != expected_checksum:
@@ -866,8 +880,18 @@ def _last_swap_writing(real: Path, ours: str) -> int | None:
         return swaps[-1].seq if swaps and swaps[-1].ours == ours else None
 
 
+# A merge conflict as git (and tools following it) write one into a file: a line of seven `<`, later a line of
+# seven `=`, later a line of seven `>`. Seven `=` alone are a Markdown heading underline, so all three are needed.
+_CONFLICT = re.compile(rb"^<{7}(?:[ \t][^\n]*)?\r?\n.*?^={7}\r?\n.*?^>{7}(?:[ \t][^\n]*)?\r?$", re.M | re.S)
+
+
+def in_conflict(data: bytes) -> bool:
+    """Whether `data` holds an unresolved merge conflict (the person resolves it; engrama does not write)."""
+    return b"<<<<<<<" in data and _CONFLICT.search(data) is not None
+
+
 def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> bytes:
-    if edit is None:
+    if edit is None or in_conflict(data):  # the person's text as they saved it wins
         return data
     try:
         return edit(data)
