@@ -713,6 +713,31 @@ async def test_notes_moved_into_a_new_folder_or_out_of_a_removed_one_keep_their_
     assert await _closed_edges(rt) == 0
 
 
+async def test_a_rename_written_as_a_delete_and_a_create_in_a_new_folder_keeps_its_relations_open(
+    rt: Runtime, vault: Path, live: LiveSync
+) -> None:
+    """Review 18b: git applies a pulled rename into a new folder as a delete and, ~1 ms later, a folder and a
+    file created. The delete settled alone (its own window ended first), so the note was archived and every
+    relation closed, then brought back with new relation rows by the create (3 of 3 runs on the code before).
+    A moment's changes now settle together (`MOMENT`)."""
+    node_id = await new_note(rt, vault, "A.md", "# A\nsee [[C]] and [[D]]\n")
+    await new_note(rt, vault, "C.md", "# C\n")
+    await new_note(rt, vault, "D.md", "# D\n")
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0
+    for round_ in range(3):
+        old, new = ("A.md", f"P{round_}/A.md") if round_ == 0 else (f"P{round_ - 1}/A.md", f"P{round_}/A.md")
+        data = (vault / old).read_bytes()
+        (vault / old).unlink()
+        time.sleep(0.001)
+        (vault / new).parent.mkdir()
+        (vault / new).write_bytes(data)
+        row = await eventually(lambda new=new: node_at(rt, new))
+        assert row["id"] == node_id and row["status"] == "active"
+        await live.wait_idle()
+        assert await _closed_edges(rt) == 0, f"relations closed and reopened in round {round_}"
+
+
 async def test_a_change_that_can_never_be_reconciled_holds_back_neither_its_moment_nor_pending(
     rt: Runtime, vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -177,3 +177,22 @@ async def test_watchdogs_overflow_warning_reaches_the_callback(tmp_path: Path) -
         await eventually(lambda: overflows)
     finally:
         watcher.stop()
+
+
+def test_a_key_settles_with_the_rest_of_its_moment() -> None:
+    """git applies a rename as a delete and a create 2 ms apart: when the delete settles, the create (touched
+    within `together` after it) goes with it, so the moment is reconciled as one (review 18b); a key touched
+    later than that waits for its own window."""
+    clock = FakeClock()
+    debouncer: Debouncer[str] = Debouncer(0.25, clock)
+    debouncer.touch("A.md")
+    clock.now += 0.03125
+    debouncer.touch("P")
+    debouncer.touch("P/A2.md")
+    clock.now += 0.125
+    debouncer.touch("later.md")
+    clock.now += 0.125
+    assert debouncer.pop_settled(0.0625) == ["A.md", "P", "P/A2.md"]
+    assert debouncer.pop_settled(0.0625) == []
+    clock.now += 0.125
+    assert debouncer.pop_settled(0.0625) == ["later.md"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Container, Hashable
 from datetime import UTC, datetime
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
 
 DEFAULT_QUIET = 0.15  # seconds; long enough to swallow an editor's save burst, short enough to feel live
+# Changes touched this soon after one that settles go with it: one operation of a program (git applying a
+# rename as a delete and a create 2 ms apart, a sync client moving notes into a new folder) is one moment, and
+# its parts must be reconciled together (`_reconcile_each` orders a moment's folders and notes).
+MOMENT = 0.05
 # Settled note paths from which they are reconciled together (VaultSync.sync_paths), not one by one: every
 # note carrying an id is settled before the notes that would take over their path's node, so a note renamed
 # while a new one took its old name (a sync client bringing another device's changes) keeps its identity.
@@ -93,13 +98,18 @@ class Debouncer(Generic[K]):
             return max(0.0, touched + self.quiet - self._clock())
         return None
 
-    def pop_settled(self) -> list[K]:
-        """Remove and return every key that has been quiet for the whole window, oldest first."""
+    def pop_settled(self, together: float = 0.0) -> list[K]:
+        """Remove and return every key that has been quiet for the whole window, oldest first, with the keys
+        touched within `together` seconds after the last of them (the rest of its moment)."""
         cutoff = self._clock() - self.quiet
         settled: list[K] = []
+        last: float | None = None
         for key, touched in self._last_touch.items():
             if touched > cutoff:
-                break
+                if last is None or touched > last + together:
+                    break
+            else:
+                last = touched
             settled.append(key)
         for key in settled:
             del self._last_touch[key]
@@ -347,7 +357,7 @@ class LiveReconciler:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
             else:
-                settled = self._debouncer.pop_settled()
+                settled = self._debouncer.pop_settled(MOMENT)
                 if len(settled) + len(self._debouncer) >= self.storm_threshold:
                     self._reported.update(rel for _, rel in settled)
                     self.request_full_pass(f"event storm ({len(settled) + len(self._debouncer)} paths)")
@@ -378,34 +388,57 @@ class LiveReconciler:
             raise
 
     async def _reconcile_each(self, changes: list[Change], later: Later) -> None:
-        """Reconcile a moment's changes: folders that are there now (made, moved or renamed in) first, then the
-        notes, then folders that are gone. Notes moved into a new folder carry their ids, so their nodes are at
-        the new paths before their old paths are found empty, and notes moved out of a folder then removed are
-        at theirs before the folder's notes are archived: neither is archived (its relations closed) only to
-        come back a moment later (review 17b: about half the time for two notes moved into a new folder)."""
+        """Reconcile a moment's changes so that nothing is archived before everything there has found its place:
+        folders that are there now (made, moved or renamed in) first, then the notes that are there, then the
+        notes decided last (`VaultSync.settle_later`: a note whose id's node sits at a path that went), then
+        the notes and folders that are gone. Notes moved into a new folder carry their ids, so their nodes are
+        at the new paths before their old paths are found empty, and notes moved out of a folder then removed
+        are at theirs before the folder's notes are archived: none is archived (its relations closed) only to
+        come back a moment later (review 17b: two notes moved into a new folder; review 18b: git writing a
+        rename into a new folder as a delete and a create)."""
         folders = [rel for kind, rel in changes if kind == FOLDER]
-        root = self.sync.root  # looked at off the loop, and only when a folder changed (not on every edit)
-        there = (
-            await asyncio.to_thread(lambda: {r for r in folders if (root / r).is_dir()}) if folders else set()
+        # Looked at off the loop, and only when the moment holds more than one change (not on every edit).
+        asked = [rel for kind, rel in changes if kind == NOTE] if len(changes) > 1 else []
+        root = self.sync.root
+        there, missing = (
+            await asyncio.to_thread(
+                lambda: (
+                    {r for r in folders if (root / r).is_dir()},
+                    {r for r in asked if not os.path.lexists(root / r)},
+                )
+            )
+            if folders or asked
+            else (set(), set())
         )
         arriving = [change for change in changes if change[0] == FOLDER and change[1] in there]
         leaving = [change for change in changes if change[0] == FOLDER and change[1] not in there]
-        others = [change for change in changes if change[0] != FOLDER]
-        if not await self._one_by_one(arriving, later, then=others + leaving):
+        gone = [change for change in changes if change[0] == NOTE and change[1] in missing]
+        others = [change for change in changes if change[0] != FOLDER and change not in gone]
+        if not await self._one_by_one(arriving, later, then=others + gone + leaving):
             return
+        if not await self._in_turn(others, later, then=gone + leaving):
+            return
+        if later and gone:
+            await self._guarded(self._settle_later(later), f"{len(later)} notes decided last")
+            later.clear()
+        if await self._in_turn(gone, later, then=leaving):
+            await self._one_by_one(leaving, later, then=[])
+
+    async def _in_turn(self, changes: list[Change], later: Later, then: list[Change]) -> bool:
+        """`_one_by_one`, except that BURST or more notes are read and applied in batches, as a full pass does,
+        not one transaction each."""
         notes = [
             rel
-            for kind, rel in others
+            for kind, rel in changes
             if kind == NOTE and classify(rel) == "note" and (kind, rel) not in self._alone
         ]
-        if len(notes) >= BURST:  # read and applied in batches, as a full pass does, not one transaction each
+        if len(notes) >= BURST:
             done = await self._guarded(self._sync_notes(notes, later), f"{len(notes)} notes")
             self._settled([(NOTE, rel) for rel in notes], done)
             self._on_update()
             batched = set(notes)
-            others = [change for change in others if change[0] != NOTE or change[1] not in batched]
-        if await self._one_by_one(others, later, then=leaving):
-            await self._one_by_one(leaving, later, then=[])
+            changes = [change for change in changes if change[0] != NOTE or change[1] not in batched]
+        return await self._one_by_one(changes, later, then)
 
     async def _one_by_one(self, changes: list[Change], later: Later, then: list[Change]) -> bool:
         """Reconcile `changes` one at a time; False when a full pass was requested meanwhile: it covers them
