@@ -177,3 +177,21 @@ def test_fitting_never_exceeds_the_budget_and_cuts_the_least_important_first(
         for floor in FLOORS:
             if count < min(floor, len(sections[i].items)):
                 assert all(c <= floor for c in counts[i + 1 :])
+
+
+async def test_a_fact_changed_after_a_purge_is_in_the_brief(example: Runtime) -> None:
+    """Review 18a: purging a node deletes its history, and the ids of those rows were given again to the next
+    fact changes, which a client whose brief had seen the old ids never heard of. Ids are now never reused."""
+    from server.services.forget import forget
+
+    await record_brief(example, await render_brief(example, client="cursor"))
+    field = example.vault / "Projects/Field Notes App.md"
+    field.write_text(field.read_text(encoding="utf-8").replace("status: paused", "status: active"), "utf-8")
+    await resync(example, "Projects/Field Notes App.md")
+    await record_brief(example, await render_brief(example, client="cursor"))  # its mark is past that change
+    await forget(example, "Field Notes App", mode="purge", delete_note=True)
+    harbor = example.vault / "Projects/Harbor Analytics.md"
+    harbor.write_text(harbor.read_text(encoding="utf-8").replace("status: active", "status: paused"), "utf-8")
+    await resync(example, "Projects/Harbor Analytics.md")
+    brief = await render_brief(example, client="cursor")
+    assert '- [[Harbor Analytics]] status: "active" -> "paused"' in brief.markdown

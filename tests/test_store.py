@@ -108,6 +108,28 @@ def test_migrations_run_from_empty_and_are_noops_the_second_time(tmp_path: Path)
     assert apply_migrations(fresh) == 0
 
 
+def test_fact_change_ids_are_never_given_twice_and_start_past_what_briefs_saw(tmp_path: Path) -> None:
+    """Migration 14: `property_history` ids come from AUTOINCREMENT (a purge's deleted rows leave their ids
+    unused), and an upgraded database numbers new changes past the highest id a brief already marked."""
+    conn, _ = connect_sync(tmp_path / "m.db")
+    now = "2026-11-27T00:00:00Z"
+    conn.execute(
+        "insert into nodes (id, label, name, created_at, updated_at) values ('n', 'Note', 'N', ?, ?)",
+        (now, now),
+    )
+    add = "insert into property_history (node_id, key, valid_to, source) values ('n', 'status', ?, 'note')"
+    conn.execute(add, (now,))
+    conn.execute(add, (now,))
+    conn.execute("delete from property_history where id = 2")
+    assert conn.execute(add, (now,)).lastrowid == 3  # a plain rowid would give 2 again
+    conn.execute("insert into brief_marks values ('cursor', ?, 50)", (now,))
+    conn.execute("delete from schema_migrations where number = 14")  # the upgrade, run again on this file
+    assert apply_migrations(conn) == 1
+    assert conn.execute(add, (now,)).lastrowid == 51
+    assert [r[0] for r in conn.execute("select id from property_history order by id")] == [1, 3, 51]
+    conn.close()
+
+
 async def test_archived_nodes_are_hidden_from_lookups_and_neighbours(store: GraphStore) -> None:
     a = note("Projects/A.md", "A", links=(Link("LINKS_TO", "B", "wikilink"),))
     b = note("Projects/B.md", "B")

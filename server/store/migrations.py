@@ -394,6 +394,31 @@ M013_NOTE_DAYS = """
         alter table nodes add column note_day text;
         create index nodes_note_day on nodes(note_day) where note_day is not null;
 """
+# Fact changes numbered for good (review 18a): `property_history.id` was a plain rowid, so purging a node (its
+# history rows cascade away) let SQLite give the same ids to the next changes, and a brief whose mark was past
+# them (`brief_marks.history_id`) never showed those changes. AUTOINCREMENT never gives an id twice; the
+# sequence starts past every id a brief has already seen.
+M014_HISTORY_IDS_ONCE = """
+        create table property_history_once (
+            id integer primary key autoincrement,
+            node_id text not null references nodes(id) on delete cascade,
+            key text not null,
+            value text,
+            valid_from text,
+            valid_to text not null,
+            source text not null check (source in ('note', 'tool')),
+            reason text not null default ''
+        );
+        insert into property_history_once (id, node_id, key, value, valid_from, valid_to, source, reason)
+            select id, node_id, key, value, valid_from, valid_to, source, reason from property_history order by id;
+        drop table property_history;
+        alter table property_history_once rename to property_history;
+        create index property_history_node on property_history(node_id, key, valid_to);
+        delete from sqlite_sequence where name = 'property_history';
+        insert into sqlite_sequence (name, seq) values ('property_history', max(
+            (select coalesce(max(id), 0) from property_history),
+            (select coalesce(max(history_id), 0) from brief_marks)));
+"""
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -408,6 +433,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (11, "m011_composed_names", M011_COMPOSED_NAMES),
     (12, "m012_file_inodes", M012_FILE_INODES),
     (13, "m013_note_days", M013_NOTE_DAYS),
+    (14, "m014_history_ids_once", M014_HISTORY_IDS_ONCE),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {
