@@ -173,6 +173,25 @@ def test_the_brief_command_prints_markdown_or_json_and_moves_its_clients_mark(
     assert "Nothing changed" not in run_brief(seeded, db_path, "--client", "other").stdout
 
 
+def test_the_brief_command_says_which_new_notes_it_could_not_take_in(seeded: Path, db_path: Path) -> None:
+    """Review 18a: the brief command never writes into a note, so a note written while no server ran (no
+    `engrama_id` yet) cannot join the graph from it; it was silently missing from the brief. The brief now
+    says so, naming it, and its JSON lists it; once synced, the note is in and the line is gone."""
+    subprocess.run([str(COMMAND), "sync", "--vault", str(seeded), "--db", str(db_path)], env=ENV, check=True)
+    (seeded / "Projects/Lighthouse.md").write_text("---\ntype: Project\nstatus: active\n---\nNew.\n", "utf-8")
+    printed = run_brief(seeded, db_path, "--client", "hook").stdout
+    assert (
+        "Not in this brief: 1 new note(s) written while no engrama server ran (`Projects/Lighthouse.md`)"
+        in (printed)
+    )
+    data = json.loads(run_brief(seeded, db_path, "--client", "hook", "--json").stdout)
+    assert data["not_indexed"] == ["Projects/Lighthouse.md"]
+    assert "engrama_id" not in (seeded / "Projects/Lighthouse.md").read_text(encoding="utf-8")
+    subprocess.run([str(COMMAND), "sync", "--vault", str(seeded), "--db", str(db_path)], env=ENV, check=True)
+    printed = run_brief(seeded, db_path, "--client", "hook").stdout
+    assert "Not in this brief" not in printed and "[[Lighthouse]]" in printed
+
+
 def test_the_brief_command_refuses_a_budget_out_of_range(seeded: Path, db_path: Path) -> None:
     done = subprocess.run(
         [str(COMMAND), "brief", "--vault", str(seeded), "--db", str(db_path), "--budget", "5"],

@@ -119,6 +119,10 @@ def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool
     )
 
 
+# Why a process without the vault's lease leaves a new note (no `engrama_id` yet) out of the graph.
+WAITING_FOR_HOLDER = "waiting for the process that holds the vault lease"
+
+
 def _path_owner(
     known: FileState | None, refs: Mapping[str, NodeRef], claimed: set[str], rel: str
 ) -> str | None:
@@ -503,9 +507,7 @@ class VaultSync:
                 return NoteOutcome(read.path, UNCHANGED, id=owner)
             if owner is None and not self.writable:
                 # Only the lease holder names new notes: two processes inventing ids for one note would race.
-                return NoteOutcome(
-                    read.path, FAILED, error="waiting for the process that holds the vault lease"
-                )
+                return NoteOutcome(read.path, FAILED, error=WAITING_FOR_HOLDER)
             node_id = owner or await self._fresh_id(read, derived, refs, claimed)
             busy = False
             takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0

@@ -17,6 +17,7 @@ import sys
 from server.commands.common import CommandError, add_common_options, settings_from
 from server.runtime import open_runtime
 from server.services.brief import DEFAULT_BUDGET, Brief, record_brief, render_brief
+from vault_sync.reconcile import WAITING_FOR_HOLDER
 
 log = logging.getLogger(__name__)
 MIN_BUDGET, MAX_BUDGET = 200, 20_000
@@ -58,10 +59,12 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from(args, watch=False)
 
     async def go() -> Brief:
+        unnamed: list[str] = []  # new notes: only a process that may write the vault gives them their id
         async with open_runtime(settings, writable=False) as rt:
             if rt.sync is not None and not args.no_sync:
                 report = await rt.sync.sync_vault()
-                if report.errors:  # new notes among them: only the process holding the vault names them
+                unnamed = sorted(e.path for e in report.errors if e.error == WAITING_FOR_HOLDER)
+                if report.errors:
                     log.info(
                         "%d note(s) not brought up to date; `engrama-vault sync` names them",
                         len(report.errors),
@@ -74,9 +77,9 @@ def run(args: argparse.Namespace) -> int:
                 budget_tokens=args.budget,
             )
             text = (
-                json.dumps(brief.to_json(), ensure_ascii=False, indent=2) + "\n"
+                json.dumps({**brief.to_json(), "not_indexed": unnamed}, ensure_ascii=False, indent=2) + "\n"
                 if args.json
-                else brief.markdown
+                else brief.markdown + _not_indexed(unnamed)
             )
             sys.stdout.write(text)
             sys.stdout.flush()
@@ -85,3 +88,15 @@ def run(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+def _not_indexed(paths: list[str]) -> str:
+    """The line saying which new notes this brief could not include (it never writes into a note, so it cannot
+    give them their `engrama_id`), so the assistant does not take the brief for the whole vault."""
+    if not paths:
+        return ""
+    shown = ", ".join(f"`{p}`" for p in paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return (
+        f"\nNot in this brief: {len(paths)} new note(s) written while no engrama server ran ({shown}); a "
+        "running server or `engrama-vault sync` takes them in.\n"
+    )
