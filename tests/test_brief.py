@@ -195,3 +195,15 @@ async def test_a_fact_changed_after_a_purge_is_in_the_brief(example: Runtime) ->
     await resync(example, "Projects/Harbor Analytics.md")
     brief = await render_brief(example, client="cursor")
     assert '- [[Harbor Analytics]] status: "active" -> "paused"' in brief.markdown
+
+
+async def test_a_note_renamed_right_after_a_brief_is_in_the_next(example: Runtime) -> None:
+    """Review 18a: a rename changes no byte of the note, and a brief's margin compares what it covered by
+    status, checksum and properties, so a rename within the margin after a brief was never reported."""
+    await record_brief(example, await render_brief(example, client="cursor"))
+    old = example.vault / "Projects/Harbor Analytics.md"
+    old.rename(old.with_name("Harbor Insights.md"))
+    await resync(example, "Projects/Harbor Insights.md", "Projects/Harbor Analytics.md")  # as a move arrives
+    brief = await render_brief(example, client="cursor")
+    changes = next(s for s in brief.sections if s.key == "changes")
+    assert any("[[Harbor Insights]]" in item.text for item in changes.items)

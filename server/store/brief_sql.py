@@ -68,10 +68,11 @@ _ENTRY = (
     "coalesce(json_extract(n.properties, '$.status'), '') as state, f.mtime_ns"
 )
 _FROM = "nodes n left join files f on f.path = n.path"
-# A node's version as a brief covers it: its status, note checksum and properties, not its `updated_at`, so two
-# changes within one second differ, and a note read again unchanged (a follower's catch-up re-reads a known note
-# whose id line was removed until the lease holder writes it back) is not news a second time inside the margin.
-_FINGERPRINT = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties)"
+# A node's version as a brief covers it: its status, note checksum, properties and path (a rename changes no
+# byte), not its `updated_at`, so two changes within one second differ, and a note read again unchanged (a
+# follower's catch-up re-reads a known note whose id line was removed until the lease holder writes it back)
+# is not news a second time inside the margin.
+_FINGERPRINT = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '')"
 
 
 def _iso_ns(mtime_ns: int | None) -> str | None:
