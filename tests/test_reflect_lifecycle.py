@@ -350,3 +350,25 @@ async def test_a_dismissed_list_that_is_not_utf8_is_reported_and_left_as_it_is(v
         decision = await decide_insight(rt, two.id, "dismiss")
     assert decision.status == "dismissed" and "not UTF-8" in decision.message
     assert listed.read_bytes() == original
+
+
+async def test_the_dismissed_list_is_read_and_added_to_wherever_the_person_moved_it(vault, db_path) -> None:
+    """Review 18a: the list of dismissed insights moved into `Archive/` was not read back after a rebuild (the
+    dismissed insight came back pending) and a new list was started at the old place. It is found by its name,
+    which its frontmatter keeps through a move or a rename of the file."""
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        one, two = (await reflect(rt)).insights
+        await decide_insight(rt, one.id, "dismiss")
+    (vault / "Archive").mkdir()
+    moved = vault / "Archive" / "Old dismissals.md"
+    (vault / "Insights" / "Dismissed insights.md").rename(moved)
+    for side in db_path.parent.glob(db_path.name + "*"):
+        side.unlink()
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        assert await status_of(rt, one.id) == "dismissed"
+        await decide_insight(rt, two.id, "dismiss")
+    assert not (vault / "Insights" / "Dismissed insights.md").exists()
+    text = moved.read_text(encoding="utf-8")
+    assert text.count("shared_technology/") == 2

@@ -56,7 +56,15 @@ def insight_folder(rt: Runtime) -> str:
 
 
 def dismissed_path(rt: Runtime) -> str:
+    """Where a new list of dismissed insights is made."""
     return f"{insight_folder(rt)}/{render.DISMISSED_NOTE_NAME}.md"
+
+
+async def dismissed_list(rt: Runtime) -> str:
+    """The list of dismissed insights: the note named so (its frontmatter `name:`, which a move or a rename of
+    the file keeps) wherever the person moved it, else where a new one is made."""
+    found = await rt.store.read(insights_sql.note_path_named, render.DISMISSED_NOTE_NAME)
+    return found or dismissed_path(rt)
 
 
 async def entity_links(rt: Runtime, ids: Sequence[str]) -> list[render.EntityLink]:
@@ -116,7 +124,7 @@ async def record_dismissal(rt: Runtime, row: InsightRow) -> str | None:
     sync = writable_sync(rt)
     if sync is None:
         return None
-    rel = dismissed_path(rt)
+    rel = await dismissed_list(rt)
     fresh = render.dismissed_note(identify.new_engrama_id(), INSIGHT_LABEL)
     item = render.dismissed_item(row)
     quiet = await rt.quiet_rule(rel)  # the person may be editing the list: never race their editor
@@ -165,7 +173,7 @@ async def restore_decisions(rt: Runtime) -> int:
     known = await rt.store.read(insights_sql.statuses)
     decisions = await _approved_notes(rt, known)
     noted = {d.key for d in decisions}
-    listed = await asyncio.to_thread(_read_dismissed, rt.sync.root, dismissed_path(rt))
+    listed = await asyncio.to_thread(_read_dismissed, rt.sync.root, await dismissed_list(rt))
     for key, (day, title) in listed.items():
         if key not in noted:
             decisions.append(

@@ -363,6 +363,17 @@ def insight_note_path(conn: Any, key: str) -> str | None:
     return None if row is None else row["path"]
 
 
+def note_path_named(conn: Any, name: str) -> str | None:
+    """The path of the live Insight note named `name` (any case), wherever the person moved it; the oldest when
+    there are several (the first one engrama made)."""
+    row = conn.execute(
+        "select path from nodes where label = ? and status = 'active' and path is not null "
+        "and name = ? collate nocase order by created_at, path limit 1",
+        (INSIGHT_LABEL, name),
+    ).fetchone()
+    return None if row is None else row["path"]
+
+
 def apply_vault_decisions(conn: Any, decisions: Sequence[VaultDecision], now: str) -> int:
     """Give each insight the decision its vault record states; returns how many rows changed.
 
