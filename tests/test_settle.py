@@ -142,6 +142,51 @@ async def test_a_known_path_whose_id_line_was_removed_gets_its_own_id_back(
     assert (await store.get_node(TOPIC_ID)).status == "active"  # type: ignore[union-attr]
 
 
+async def _nodes(store: GraphStore) -> list[tuple[str, str | None, str]]:
+    sql = "select name, path, status from nodes order by name"
+    return await store.read(lambda c: [tuple(r) for r in c.execute(sql)])
+
+
+@pytest.mark.parametrize("typed_first", [False, True])
+async def test_a_note_renamed_before_its_id_line_is_written_keeps_its_node(
+    vault: Path, store: GraphStore, typed_first: bool
+) -> None:
+    """Review 18b: Obsidian makes a new note as an empty `Untitled.md` and renames it when the title is typed,
+    before the settle window let engrama write its id line. The renamed file (same inode) reached the graph as
+    a new note with a second node, and `Untitled` stayed behind archived; a note whose id line was taken out
+    and renamed within the window lost its node, history and relations the same way. Now the node follows."""
+    untitled, titled = vault / "Untitled.md", vault / "Otters.md"
+    untitled.write_bytes(b"Quick thought about otters.\n" if typed_first else b"")
+    sync = engine(vault, store, settle=30)
+    first = await sync.sync_path("Untitled.md")
+    assert first.id_owed and read_id(untitled.read_bytes()) is None
+    os.rename(untitled, titled)
+    moved = await sync.sync_path("Otters.md")  # the watcher hands a move over destination first
+    gone = await sync.sync_path("Untitled.md")
+    assert moved.id == first.id and gone.action != "archived"
+    assert await _nodes(store) == [("Otters", "Otters.md", "active")]
+
+
+async def test_a_note_whose_id_line_was_taken_out_keeps_its_node_through_a_rename(
+    vault: Path, store: GraphStore
+) -> None:
+    note = vault / "Topic.md"
+    note.write_text(TOPIC + "See [[Other]].\n", encoding="utf-8")
+    sync = engine(vault, store, settle=30)
+    assert (await sync.sync_path("Topic.md")).id == TOPIC_ID
+    note.write_text("---\ntype: Concept\n---\nSee [[Other]].\n", encoding="utf-8")  # the id line taken out
+    assert (await sync.sync_path("Topic.md")).id_owed
+    os.rename(note, vault / "Topic renamed.md")
+    assert (await sync.sync_path("Topic renamed.md")).id == TOPIC_ID
+    await sync.sync_path("Topic.md")
+    node = await store.get_node(TOPIC_ID)
+    assert node is not None and (node.path, node.status) == ("Topic renamed.md", "active")
+    closed = await store.read(
+        lambda c: c.execute("select count(*) from edges where valid_to is not null").fetchone()
+    )
+    assert closed[0] == 0
+
+
 async def test_a_known_note_emptied_a_moment_ago_leaves_the_graph_as_it_was(
     vault: Path, store: GraphStore
 ) -> None:

@@ -19,6 +19,10 @@ class GraphPort(Protocol):
 
     async def file_state(self, path: str) -> FileState | None: ...
 
+    async def files_with_inode(self, ino: int) -> list[FileState]:
+        """The files the graph recorded with inode `ino` (a rename keeps a file's inode)."""
+        ...
+
     async def nodes_by_ids(self, node_ids: Sequence[str]) -> dict[str, NodeRef]:
         """The nodes of those ids that exist, keyed by id (one query for a whole batch)."""
         ...

@@ -494,13 +494,15 @@ class VaultSync:
         not_written: str | None = None
         if node_id is None:
             owner = _path_owner(known, refs, claimed, read.path)  # a path we know never gets a fresh id
+            renamed = owner is None and known is None and not dry_run
+            owner = await self._renamed_owing(read, claimed) if renamed else owner
             if owner is not None and postpone:
                 return _POSTPONED
             if dry_run:
                 action = UPDATED if owner else CREATED
                 return NoteOutcome(read.path, action, id=owner, inject_id=not read.blank)
             quiet = read.quiet_for()
-            if read.blank and owner is not None and quiet < self.settle:
+            if read.blank and owner is not None and quiet < self.settle and not renamed:
                 # A known note emptied a moment ago: an editor saving in place (truncate, then write). Keep the
                 # graph as it was and look again once the write had time to land.
                 self._defer(read.path, self.settle - quiet)
@@ -541,6 +543,35 @@ class VaultSync:
             return NoteOutcome(read.path, action, id=node_id, moved_from=moved_from)
         update = NoteUpdate(note, node_id, chunks, replace(state, node_id=node_id))
         return _Apply(update, injected, moved_from, owed, not_written)
+
+    async def _renamed_owing(self, read: NoteRead, claimed: set[str]) -> str | None:
+        """The node of a note renamed before its id line was written, for the id-less note `read` at a path the
+        graph does not know: the graph holds that file (its inode) at a path that is gone, as a note still owed
+        its id line. Obsidian makes a new note as an empty `Untitled.md` and renames it when the title is typed;
+        a note whose id line was taken out may be renamed before it is put back. Without this, the note started
+        a second node and the first was archived with its history and relations (review 18b)."""
+        ino = read.state.ino if read.state is not None else None
+        if ino is None:
+            return None
+        for old in await self.graph.files_with_inode(ino):
+            if (
+                old.path == read.path
+                or old.checksum != OWED_ID
+                or old.node_id is None
+                or old.node_id in claimed
+            ):
+                continue
+            ref = (await self.graph.nodes_by_ids([old.node_id])).get(old.node_id)
+            if ref is None or ref.path != old.path or ref.status == "archived":
+                continue
+            if not await asyncio.to_thread(os.path.lexists, self.root / old.path):
+                log.info(
+                    "%s: renamed from %s before its id line was written; the node follows it",
+                    read.path,
+                    old.path,
+                )
+                return old.node_id
+        return None
 
     async def _fresh_id(
         self, read: NoteRead, derived: str | None, refs: Mapping[str, NodeRef], claimed: set[str]

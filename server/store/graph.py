@@ -57,6 +57,9 @@ class GraphStore:
     async def file_state(self, path: str) -> FileState | None:
         return await self.read(sync_sql.file_state, path)
 
+    async def files_with_inode(self, ino: int) -> list[FileState]:
+        return await self.read(sync_sql.files_with_inode, ino)
+
     async def nodes_by_ids(self, node_ids: Sequence[str]) -> dict[str, NodeRef]:
         return await self.read(sync_sql.nodes_by_ids, node_ids) if node_ids else {}
 

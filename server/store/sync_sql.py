@@ -58,6 +58,13 @@ def file_state(conn: Any, path: str) -> FileState | None:
     return None if r is None else _file_row(r)
 
 
+def files_with_inode(conn: Any, ino: int) -> list[FileState]:
+    rows = conn.execute(
+        "select path, size, mtime_ns, checksum, node_id, ino from files where ino = ?", (ino,)
+    ).fetchall()
+    return [_file_row(r) for r in rows]
+
+
 def record_file_state(conn: Any, state: FileState) -> None:
     conn.execute(
         "insert into files (path, size, mtime_ns, checksum, node_id, ino) values (?, ?, ?, ?, ?, ?) "
