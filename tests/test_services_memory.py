@@ -18,6 +18,7 @@ from server.store import outbox_sql
 from vault_sync.errors import NoteInConflict
 from vault_sync.identify import read_id
 from vault_sync.report import UNCHANGED
+from vault_sync.writer import in_conflict
 
 
 @pytest.fixture
@@ -253,3 +254,17 @@ async def test_a_note_in_a_merge_conflict_is_indexed_but_never_written_until_res
     done = await remember(rt, "Project", "Stand", {"status": "active"}, "Opened on Saturday.")
     text = (vault / "Projects/Stand.md").read_text(encoding="utf-8")
     assert done.path == "Projects/Stand.md" and text.count("---\n") == 2 and "Opened on Saturday." in text
+
+
+def test_conflict_markers_in_a_code_block_or_a_heading_are_no_conflict() -> None:
+    """Review 18c: a note explaining merge conflicts in a fenced code block was taken for one (no id line, every
+    tool write refused), and the pattern backtracked: a note of many `<<<<<<<` and `=======` lines took seconds
+    to minutes. One pass over the lines now, skipping code blocks."""
+    example = b"# Git\n```\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\n```\nThen resolve it.\n"
+    assert not in_conflict(example)
+    assert not in_conflict(b"~~~diff\n<<<<<<< a\n=======\n>>>>>>> b\n~~~\n")
+    assert not in_conflict(b"Title\n=======\nText <<<<<<< quoted.\n")
+    assert in_conflict(b"<<<<<<< HEAD\r\na\r\n=======\r\nb\r\n>>>>>>> x\r\n")
+    assert in_conflict(b"<<<<<<< ours\na\n||||||| base\nq\n=======\nb\n>>>>>>>\n")
+    assert in_conflict(b"```\ncode\n```\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> x\n")
+    assert not in_conflict(b"<<<<<<< x\n=======\n" * 2000 + b"Title\n=======\n" * 20000)

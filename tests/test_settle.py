@@ -167,6 +167,28 @@ async def test_a_note_renamed_before_its_id_line_is_written_keeps_its_node(
     assert await _nodes(store) == [("Otters", "Otters.md", "active")]
 
 
+async def test_a_new_note_on_the_inode_of_a_deleted_one_gets_a_node_of_its_own(
+    vault: Path, store: GraphStore
+) -> None:
+    """Review 18c: an inode number is no identity. ext4 gives a deleted file's inode to the next file made, so a
+    new, unrelated note could take the node (history, relations, id line) of a note deleted while still owed
+    its id line. A renamed file keeps its size and modification time; a reused inode is a file written anew.
+    Here the same inode with other bytes (the file rewritten as it is moved) stands for that."""
+    ideas = vault / "Ideas.md"
+    ideas.write_text("See [[Daily]].\n", encoding="utf-8")
+    sync = engine(vault, store, settle=30)
+    owed = await sync.sync_path("Ideas.md")
+    assert owed.id_owed
+    groceries = vault / "Groceries.md"
+    os.rename(ideas, groceries)
+    with open(groceries, "r+b") as other:  # the same inode, written anew: another note
+        other.truncate(0)
+        other.write(b"Milk, eggs, bread.\n")
+    fresh = await sync.sync_path("Groceries.md")
+    gone = await sync.sync_path("Ideas.md")
+    assert fresh.id != owed.id and gone.action == "archived"
+
+
 async def test_a_note_whose_id_line_was_taken_out_keeps_its_node_through_a_rename(
     vault: Path, store: GraphStore
 ) -> None:

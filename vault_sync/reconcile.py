@@ -546,19 +546,22 @@ class VaultSync:
 
     async def _renamed_owing(self, read: NoteRead, claimed: set[str]) -> str | None:
         """The node of a note renamed before its id line was written, for the id-less note `read` at a path the
-        graph does not know: the graph holds that file (its inode) at a path that is gone, as a note still owed
-        its id line. Obsidian makes a new note as an empty `Untitled.md` and renames it when the title is typed;
+        graph does not know: the graph holds that file (its inode, size and modification time as it was read) at
+        a path that is gone, as a note still owed its id line. Obsidian makes a new note as an empty `Untitled.md` and renames it when the title is typed;
         a note whose id line was taken out may be renamed before it is put back. Without this, the note started
         a second node and the first was archived with its history and relations (review 18b)."""
-        ino = read.state.ino if read.state is not None else None
-        if ino is None:
+        state = read.state
+        if state is None or state.ino is None:
             return None
-        for old in await self.graph.files_with_inode(ino):
+        for old in await self.graph.files_with_inode(state.ino):
             if (
                 old.path == read.path
                 or old.checksum != OWED_ID
                 or old.node_id is None
                 or old.node_id in claimed
+                # A rename keeps a file's size and modification time; an inode number alone is no identity: a
+                # file deleted frees it, and a new, unrelated note may get it at once (ext4 does; review 18c).
+                or (old.size, old.mtime_ns) != (state.size, state.mtime_ns)
             ):
                 continue
             ref = (await self.graph.nodes_by_ids([old.node_id])).get(old.node_id)

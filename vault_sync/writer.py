@@ -880,14 +880,41 @@ def _last_swap_writing(real: Path, ours: str) -> int | None:
         return swaps[-1].seq if swaps and swaps[-1].ours == ours else None
 
 
-# A merge conflict as git (and tools following it) write one into a file: a line of seven `<`, later a line of
-# seven `=`, later a line of seven `>`. Seven `=` alone are a Markdown heading underline, so all three are needed.
-_CONFLICT = re.compile(rb"^<{7}(?:[ \t][^\n]*)?\r?\n.*?^={7}\r?\n.*?^>{7}(?:[ \t][^\n]*)?\r?$", re.M | re.S)
+# A merge conflict as git (and tools following it) write one into a file: a line of seven `<` (and a label),
+# later a line of seven `=`, later a line of seven `>`. Seven `=` alone are a Markdown heading underline, so all
+# three are needed; markers inside a fenced code block are a note showing a conflict, not one (review 18c).
+_FENCE = re.compile(rb"^[ \t]{0,3}(`{3,}|~{3,})")
 
 
 def in_conflict(data: bytes) -> bool:
-    """Whether `data` holds an unresolved merge conflict (the person resolves it; engrama does not write)."""
-    return b"<<<<<<<" in data and _CONFLICT.search(data) is not None
+    """Whether `data` holds an unresolved merge conflict (the person resolves it; engrama does not write). One
+    pass over the lines, whatever the note holds."""
+    if b"<<<<<<<" not in data:
+        return False
+    fence: bytes | None = None
+    stage = 0  # 1: after a `<<<<<<<` line, 2: after its `=======` line
+    for line in data.splitlines():
+        opened = _FENCE.match(line)
+        if (
+            fence is not None
+        ):  # inside a code block until a fence of its kind, at least as long, alone on its line
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = None if not line.strip(b" \t\r" + fence[:1]) else fence
+            continue
+        if opened:
+            fence = opened.group(1)
+        elif _marker(line, b"<"):
+            stage = 1
+        elif stage == 1 and line.rstrip(b"\r") == b"=" * 7:
+            stage = 2
+        elif stage == 2 and _marker(line, b">"):
+            return True
+    return False
+
+
+def _marker(line: bytes, char: bytes) -> bool:
+    """A conflict marker line: seven `char`, then nothing or a space and a label."""
+    return line.startswith(char * 7) and (len(line) == 7 or line[7:8] in (b" ", b"\t", b"\r"))
 
 
 def _applied(edit: Callable[[bytes], bytes] | None, data: bytes, rel: str) -> bytes:
