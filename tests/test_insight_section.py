@@ -12,6 +12,7 @@ from vault_sync.insight_section import (
     append_section,
     find_section,
     listed_keys,
+    outside_sections,
     section_keys,
 )
 from vault_sync.open_blocks import require_closed
@@ -131,3 +132,12 @@ def test_nothing_is_appended_inside_a_block_the_note_leaves_open(note: bytes, sa
 )
 def test_a_note_whose_blocks_are_closed_takes_the_section(note: bytes) -> None:
     assert append_section(note, "shared/a", "An insight.").startswith(note)
+
+
+def test_outside_sections_keeps_the_persons_text_around_every_insight_section() -> None:
+    text = (
+        "Mine [[A]].\n<!-- engrama:insight k/1 -->\nAbout [[B]]\n<!-- /engrama:insight -->\nMine again [[C]].\n"
+        "<!-- engrama:insight k/2 -->\nAbout [[D]], the end marker deleted by the person\n"
+    )
+    assert outside_sections(text) == "Mine [[A]].\n\nMine again [[C]].\n"
+    assert outside_sections("No section [[A]].\n") == "No section [[A]].\n"

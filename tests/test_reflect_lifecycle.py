@@ -372,3 +372,28 @@ async def test_the_dismissed_list_is_read_and_added_to_wherever_the_person_moved
     assert not (vault / "Insights" / "Dismissed insights.md").exists()
     text = moved.read_text(encoding="utf-8")
     assert text.count("shared_technology/") == 2
+
+
+async def test_reflect_does_not_feed_on_the_links_of_its_own_write_back(vault, db_path) -> None:
+    """Review 18a: the wikilinks engrama writes in an approved insight's section ("About: [[Caching]], ...")
+    became graph edges, and the next reflect proposed "Concept cluster: 3 entities share Memoization", which
+    only those links supported. A section's links are engrama's, not the person's: not read into the graph."""
+    b = VaultBuilder(vault)
+    b.note("Concepts", "Caching", "Concept", body="Keep results close.\n")
+    b.note("Concepts", "Memoization", "Concept", body="Caching function results: see [[Caching]].\n")
+    b.note("Projects", "Alpha", "Project", body="Alpha relies on [[Caching]].\n")
+    b.note("Projects", "Beta", "Project", body="Beta relies on [[Caching]] too.\n")
+    async with synced(vault, db_path) as rt:
+        [one] = (await reflect(rt, ["concept_clustering"])).insights
+        await decide_insight(rt, one.id, "approve")
+        assert len((await write_insight_to_vault(rt, one.id)).written) == 4
+        await rt.require_sync().sync_vault()
+        again = await reflect(rt, ["concept_clustering"])
+        links = await rt.store.read(
+            lambda c: c.execute(
+                "select count(*) from edges e join nodes s on s.id = e.source join nodes t on t.id = e.target "
+                "where e.valid_to is null and s.name = 'Alpha' and t.name = 'Memoization'"
+            ).fetchone()[0]
+        )
+    assert again.created == 0 and links == 0
+    assert "Memoization]]" in (vault / "Projects" / "Alpha.md").read_text(encoding="utf-8")  # written, though

@@ -67,7 +67,9 @@ async def test_the_graph_records_what_was_written(vault, db_path) -> None:
         neighbours = {node.name for node, *_ in rows}
         named_alpha = await rt.store.find_nodes("Alpha")
     assert state is not None and state.checksum == sha256_hex(b.read("Alpha"))
-    assert "Beta" in neighbours  # the section's wikilinks joined the graph
+    # The section's wikilinks are engrama's, not the person's: the graph links Alpha and Beta through the
+    # insight's own note (ABOUT), not as if Alpha's text linked Beta (reflect would feed on them: review 18a).
+    assert "Beta" not in neighbours and "Shared technology: 2 entities build on SQLite" in neighbours
     assert [n.status for n in named_alpha] == ["active"]  # no stub from a link to itself
 
 

@@ -40,6 +40,29 @@ def check_key(key: str) -> str:
     return key
 
 
+_START_TEXT = re.compile(
+    r"^[ \t]*<!-- engrama:insight [A-Za-z0-9_][A-Za-z0-9_./]* -->[ \t]*\r?$", re.MULTILINE
+)
+_END_TEXT = re.compile(r"^[ \t]*<!-- /engrama:insight -->[ \t]*\r?$", re.MULTILINE)
+
+
+def outside_sections(text: str) -> str:
+    """`text` without its insight sections (markers included; a section whose end marker is gone runs to the
+    end). What engrama wrote there is not the person's statement: its links are not read into the graph, so
+    reflect never finds a pattern that only its own write-back supports (review 18a)."""
+    if "<!-- engrama:insight " not in text:
+        return text
+    kept, at = [], 0
+    for start in _START_TEXT.finditer(text):
+        if start.start() < at:
+            continue  # inside a section already cut
+        kept.append(text[at : start.start()])
+        end = _END_TEXT.search(text, start.end())
+        at = end.end() if end else len(text)
+    kept.append(text[at:])
+    return "".join(kept)
+
+
 def section_keys(data: bytes) -> list[str]:
     """The keys of the insight sections in a note, in order."""
     return [m.group(1).decode("ascii") for m in _START_LINE.finditer(data)]

@@ -16,6 +16,7 @@ from typing import Any
 
 from vault_sync.began import frontmatter_began
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
+from vault_sync.insight_section import outside_sections
 from vault_sync.model import WIKILINK_REL, Link, ParsedNote
 from vault_sync.names import canonical
 from vault_sync.wikilinks import extract_wikilinks, relation_targets
@@ -57,7 +58,7 @@ def parse_note(
     if relations is not None and not isinstance(relations, dict):
         properties["relations"] = json_value(relations)  # not a REL_TYPE map: keep it, do not guess
     links = _relation_links(relations) if isinstance(relations, dict) else []
-    links += [Link(WIKILINK_REL, target, "wikilink") for target in extract_wikilinks(body)]
+    links += [Link(WIKILINK_REL, target, "wikilink") for target in extract_wikilinks(outside_sections(body))]
     return ParsedNote(
         path=path,
         engrama_id=_engrama_id(meta.get("engrama_id")),
