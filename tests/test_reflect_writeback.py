@@ -224,3 +224,45 @@ async def test_an_entity_note_renamed_since_gets_the_insight_and_a_deleted_one_i
         encoding="utf-8"
     )
     assert [(s.path, "gone from the vault" in s.error) for s in done.skipped] == [(b.paths["Beta"], True)]
+
+
+async def test_a_second_clients_write_back_is_queued_and_written_by_the_holder(vault, db_path) -> None:
+    """Review 18a: with two clients on one vault, writing an approved insight from the one whose server does not
+    hold the vault was refused ("try again from it"), though its decisions and remembers were queued. It is
+    queued too now, and the holder writes it; one retracted before the holder gets to it is not written."""
+    from server.services import outbox
+    from server.store import outbox_sql
+
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        before = b.read("Alpha")
+        rt.require_sync().writable = False  # as a follower's server is
+        done = await write_insight_to_vault(rt, insight_id)
+        assert done.written == [] and done.queued is not None and "queued" in done.queued
+        assert b.read("Alpha") == before and (await rt.store.read(outbox_sql.summary)).waiting == 1
+        rt.require_sync().writable = True  # the holder drains it
+        assert await outbox.drain(rt) == outbox.Drained(1, 0)
+        assert b"engrama:insight" in b.read("Alpha") and b"engrama:insight" in b.read("Beta")
+
+
+async def test_a_queued_write_back_retracted_before_the_holder_writes_it_is_not_written(
+    vault, db_path
+) -> None:
+    from server.services import outbox
+
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        before = b.read("Alpha")
+        rt.require_sync().writable = False
+        assert (await write_insight_to_vault(rt, insight_id)).queued
+        rt.require_sync().writable = True
+        [note] = [p for p in (vault / "Insights").glob("*.md") if "Dismissed" not in p.name]
+        note.write_text(
+            note.read_text(encoding="utf-8").replace("insight_status: approved", "insight_status: dismissed"),
+            encoding="utf-8",
+        )
+        await rt.require_sync().sync_vault()
+        assert await outbox.drain(rt) == outbox.Drained(1, 0)  # done with: nothing to write
+        assert b.read("Alpha") == before

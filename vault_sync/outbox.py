@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ENTITY, ARCHIVE, TRASH, INSIGHT = "entity", "archive", "trash", "insight"
+ENTITY, ARCHIVE, TRASH, INSIGHT, INSIGHT_WRITE = "entity", "archive", "trash", "insight", "insight_write"
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,16 @@ class InsightRecord:
     insight_id: str
 
 
-Change = EntityChange | ArchiveChange | TrashChange | InsightRecord
+@dataclass(frozen=True)
+class InsightWrite:
+    """`engrama_write_insight_to_vault` asked of a process without the vault: the approved insight's section goes
+    into its entities' notes (or `target_note`), as the holder finds them when it writes."""
+
+    insight_id: str
+    target_note: str | None = None
+
+
+Change = EntityChange | ArchiveChange | TrashChange | InsightRecord | InsightWrite
 
 
 def kind_of(change: Change) -> str:
@@ -79,12 +88,14 @@ def kind_of(change: Change) -> str:
         return ARCHIVE
     if isinstance(change, TrashChange):
         return TRASH
+    if isinstance(change, InsightWrite):
+        return INSIGHT_WRITE
     return INSIGHT
 
 
 def subject_of(change: Change) -> str:
     """The node (or insight) the change is about: changes to one subject are applied in order, one at a time."""
-    return change.insight_id if isinstance(change, InsightRecord) else change.node_id
+    return change.insight_id if isinstance(change, InsightRecord | InsightWrite) else change.node_id
 
 
 def encode(change: Change) -> str:
@@ -105,6 +116,8 @@ def encode(change: Change) -> str:
         data = {"node_id": change.node_id, "name": change.name}
     elif isinstance(change, TrashChange):
         data = {"node_id": change.node_id, "name": change.name, "path": change.path}
+    elif isinstance(change, InsightWrite):
+        data = {"insight_id": change.insight_id, "target_note": change.target_note}
     else:
         data = {"insight_id": change.insight_id}
     return json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
@@ -133,6 +146,8 @@ def decode(kind: str, payload: str) -> Change:
             return TrashChange(data["node_id"], data["name"], data["path"])
         if kind == INSIGHT:
             return InsightRecord(data["insight_id"])
+        if kind == INSIGHT_WRITE:
+            return InsightWrite(data["insight_id"], data["target_note"])
     except (KeyError, TypeError, json.JSONDecodeError) as exc:
         raise ValueError(f"a queued {kind} write cannot be read ({exc!r})") from exc
     raise ValueError(

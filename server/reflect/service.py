@@ -42,7 +42,7 @@ from server.reflect.values import (
     ReflectResult,
 )
 from server.reflect.worker import find_insights
-from server.reflect.writeback import WriteBack, write_back
+from server.reflect.writeback import WriteBack, queue_write_back, write_back
 from server.runtime import Runtime
 from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
@@ -227,6 +227,8 @@ async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str 
             if row.status == PENDING
             else f"insight {row.id} was dismissed; only approved insights are written into notes"
         )
+    if rt.sync is not None and writable_sync(rt) is None:
+        return await queue_write_back(rt, row, target_note)  # another process holds the vault: it writes
     return await write_back(rt, row, target_note)
 
 

@@ -18,11 +18,13 @@ from server.reflect.errors import InsightWriteError
 from server.reflect.records import entity_links, record_approval, writable_sync
 from server.runtime import Runtime
 from server.store import insights_sql, outbox_sql
+from server.store.clock import utc_now
 from server.store.insights_sql import InsightRow
 from vault_sync.errors import PathOutsideVault, VaultError
 from vault_sync.frontmatter import decode_note, read_frontmatter
 from vault_sync.insight_section import append_section
 from vault_sync.locate import locate_note
+from vault_sync.outbox import InsightWrite
 from vault_sync.paths import classify, resolve_in_vault, to_rel
 from vault_sync.reconcile import VaultSync
 from vault_sync.report import SyncError
@@ -35,6 +37,25 @@ log = logging.getLogger(__name__)
 class WriteBack:
     written: list[str]  # the vault paths that carry the section after the call, sorted
     skipped: list[SyncError]  # the entities' notes it could not go into, and why (fix, then write again)
+    queued: str | None = None  # another process holds the vault: it writes the section (what to expect)
+
+
+QUEUED_WRITE = (
+    "queued: another engrama-vault process (another MCP client's server) holds this vault's lease and writes "
+    "the insight into the notes within about a second"
+)
+
+
+async def queue_write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
+    """`write_back` asked of a process without the vault's lease (a second MCP client's server): checked as far
+    as the graph can tell now, then queued for the holder, which writes it into the notes as it finds them."""
+    if rt.sync is None:
+        return await write_back(rt, row, target_note)  # says that no vault is configured
+    target = _checked_target(rt.sync, target_note) if target_note is not None else None
+    if target is None and not any(e.path for e in await entity_links(rt, row.entities)):
+        raise InsightWriteError(_no_note_message(row))
+    await rt.store.write(outbox_sql.enqueue, InsightWrite(row.id, target), utc_now())
+    return WriteBack([], [], QUEUED_WRITE)
 
 
 async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
@@ -50,10 +71,7 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
     else:
         targets = sorted({e.path for e in entities if e.path})
         if not targets:
-            raise InsightWriteError(
-                f"none of the entities of insight {row.id} has a note in the vault; pass target_note "
-                "(a vault-relative path such as Notes/Ideas.md) to write it there"
-            )
+            raise InsightWriteError(_no_note_message(row))
     owners = {e.path: e.id for e in entities if e.path}
     holding: list[str] = []
     skipped: list[SyncError] = []
@@ -108,6 +126,13 @@ async def _moved_to(rt: Runtime, node_id: str) -> str | None:
         return None
     await rt.require_sync().sync_path(found.path)
     return found.path
+
+
+def _no_note_message(row: InsightRow) -> str:
+    return (
+        f"none of the entities of insight {row.id} has a note in the vault; pass target_note "
+        "(a vault-relative path such as Notes/Ideas.md) to write it there"
+    )
 
 
 def _require_vault(rt: Runtime) -> VaultSync:

@@ -20,8 +20,9 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from server.reflect.errors import InsightError
-from server.reflect.records import record_approval, record_dismissal
+from server.reflect.errors import InsightError, InsightWriteError
+from server.reflect.records import record_approval, record_dismissal, restore_decisions
+from server.reflect.writeback import write_back
 from server.runtime import Runtime
 from server.services.entities import PlannedRelation, note_holder, write_entity, writes_notes
 from server.services.errors import ServiceError
@@ -36,6 +37,7 @@ from vault_sync.outbox import (
     Change,
     EntityChange,
     InsightRecord,
+    InsightWrite,
     QueuedRelation,
     TrashChange,
     decode,
@@ -114,6 +116,9 @@ async def _apply(rt: Runtime, change: Change) -> str | None:
     if isinstance(change, TrashChange):
         await apply_queued_trash(rt, change)
         return None
+    if isinstance(change, InsightWrite):
+        await _apply_insight_write(rt, change)
+        return None
     await _apply_insight(rt, change)
     return None
 
@@ -160,6 +165,24 @@ async def _append_observation(rt: Runtime, rel: str, observation: str, day: str)
 
     await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
     await rt.require_sync().sync_path(rel)
+
+
+async def _apply_insight_write(rt: Runtime, change: InsightWrite) -> None:
+    """A follower's `engrama_write_insight_to_vault`: the section written as the holder finds the notes now. An
+    insight no longer approved (retracted meanwhile) is not written; one that can no longer be written at all
+    (its entities' notes gone) is said in the log and dropped, as the call itself would have said."""
+    await restore_decisions(rt)
+    row = await rt.store.read(insights_sql.get_insight, change.insight_id)
+    if row is None or row.status != insights_sql.APPROVED:
+        log.info("insight %s is no longer approved; its queued write-back is dropped", change.insight_id)
+        return
+    try:
+        done = await write_back(rt, row, change.target_note)
+    except InsightWriteError as exc:
+        log.warning("insight %s: the queued write-back cannot be done: %s", row.id, exc)
+        return
+    for skip in done.skipped:
+        log.warning("insight %s: not written into %s: %s", row.id, skip.path, skip.error)
 
 
 async def _apply_insight(rt: Runtime, change: InsightRecord) -> None:

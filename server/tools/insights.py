@@ -56,6 +56,9 @@ class Decision(BaseModel):
 class Written(BaseModel):
     written: list[str] = Field(description="vault-relative notes that now carry the insight")
     skipped: list[SyncFailure] = Field(default_factory=list, description="notes not written, and why")
+    queued: str | None = Field(
+        None, description="set when another engrama-vault process holds the vault and writes it shortly"
+    )
 
 
 def register(mcp: MCPServer) -> None:
