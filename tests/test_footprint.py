@@ -74,8 +74,10 @@ async def test_the_database_stores_each_passage_once_and_stays_near_the_vaults_s
     assert tables["note_passages"] + tables["note_passages_node"] <= 0.6 * vault_bytes
     assert "chunks_fts_content" not in tables  # the passage index holds no copy of the text
     # The whole file: 3.9-4.3x the vault before (issue 15). What is left is the two positional indexes and
-    # the graph (see the report in bench/scale.py); this bound fails if any text is stored twice again.
-    assert db.stat().st_size <= 3.5 * vault_bytes
+    # the graph (see the report in bench/scale.py); this bound fails if any text is stored twice again (the
+    # passages' texts alone are about half the vault). Measured 3.47-3.50x on small-vocab since each note's date
+    # is stored and indexed (`nodes.note_day`, migration 13: ~0.5%), a page or two apart from run to run.
+    assert db.stat().st_size <= 3.6 * vault_bytes
 
 
 async def test_stored_passages_are_the_notes_passages(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ class Written(BaseModel):
     written: list[str] = Field(description="vault-relative notes that now carry the insight")
     skipped: list[SyncFailure] = Field(default_factory=list, description="notes not written, and why")
     queued: str | None = Field(
-        None, description="set when another engrama-vault process holds the vault and writes it shortly"
+        None, description="another process holds the vault and writes them within a second"
     )
 
 
@@ -112,9 +112,9 @@ def register(mcp: MCPServer) -> None:
             str | None, Field(description="vault-relative note to write into (default: the entities' notes)")
         ] = None,
     ) -> Annotated[CallToolResult, Written]:
-        """Write an approved insight into the notes of the entities it is about (or into target_note) as a
-        marked section. Only approved insights can be written; writing again changes nothing. Call it when
-        the person wants the insight kept in their notes."""
+        """Write an approved insight as a marked section into the notes of the entities it is about (or into
+        target_note); writing again changes nothing. Call it when the person wants the insight kept in their
+        notes."""
         with tool_errors():
             done = await service.write_insight_to_vault(runtime(ctx), insight_id, target_note)
         return result(Written.model_validate(done, from_attributes=True))
