@@ -314,7 +314,7 @@ async def test_purge_withdraws_the_pending_insights_that_name_the_entity(rt: Run
     await rt.store.write(
         insights_sql.save_proposals, ["shared_technology"], [*proposals, decided], [], "2026-11-20T00:00:00Z"
     )
-    await rt.store.write(insights_sql.set_status, "id-decided", "approved", "2026-11-20T00:00:00Z")
+    await rt.store.write(insights_sql.decide, "id-decided", "approved", "2026-11-20T00:00:00Z")
     done = await forget(rt, "Harbor", mode="purge")
     assert "1 pending insight(s) that named it were withdrawn" in done.message
     left = await rt.store.read(lambda c: {r[0]: r[1] for r in c.execute("select key, status from insights")})

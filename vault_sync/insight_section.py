@@ -40,10 +40,9 @@ def check_key(key: str) -> str:
     return key
 
 
-_START_TEXT = re.compile(
-    r"^[ \t]*<!-- engrama:insight [A-Za-z0-9_][A-Za-z0-9_./]* -->[ \t]*\r?$", re.MULTILINE
-)
-_END_TEXT = re.compile(r"^[ \t]*<!-- /engrama:insight -->[ \t]*\r?$", re.MULTILINE)
+# The same marker lines, in decoded text (`outside_sections`).
+_START_TEXT = re.compile(_START_LINE.pattern.decode("ascii"), re.MULTILINE)
+_END_TEXT = re.compile(_END_LINE.pattern.decode("ascii"), re.MULTILINE)
 
 
 def outside_sections(text: str) -> str:

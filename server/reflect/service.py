@@ -216,9 +216,8 @@ async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str 
     Returns the notes that carry the insight's section (writing again changes no byte and returns the same
     list) and the entities' notes it could not go into, with why. Not approved -> `InsightNotApproved`.
     """
-    await restore_decisions(
-        rt
-    )  # an approval retracted in its note (`insight_status: dismissed`) is not written
+    # An approval retracted in its note (`insight_status: dismissed`) is not written.
+    await restore_decisions(rt)
     row = await _get(rt, insight_id)
     if row.status != APPROVED:
         raise InsightNotApproved(

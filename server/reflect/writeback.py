@@ -49,9 +49,7 @@ QUEUED_WRITE = (
 async def queue_write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
     """`write_back` asked of a process without the vault's lease (a second MCP client's server): checked as far
     as the graph can tell now, then queued for the holder, which writes it into the notes as it finds them."""
-    if rt.sync is None:
-        return await write_back(rt, row, target_note)  # says that no vault is configured
-    target = _checked_target(rt.sync, target_note) if target_note is not None else None
+    target = _checked_target(rt.require_sync(), target_note) if target_note is not None else None
     if target is None and not any(e.path for e in await entity_links(rt, row.entities)):
         raise InsightWriteError(_no_note_message(row))
     await rt.store.write(outbox_sql.enqueue, InsightWrite(row.id, target), utc_now())

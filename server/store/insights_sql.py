@@ -200,9 +200,14 @@ def standing(conn: Any, insight_id: str) -> bool:
     )
 
 
-def withdraw_fallen(conn: Any) -> int:
-    """Delete the pending insights about an entity that is archived or gone; returns how many."""
-    return conn.execute(f"delete from insights where status = ? and not {STANDING}", (PENDING,)).rowcount
+def withdraw_fallen(conn: Any) -> set[str]:
+    """Delete the pending insights about an entity that is archived or gone; returns their keys."""
+    return {
+        r[0]
+        for r in conn.execute(
+            f"delete from insights where status = ? and not {STANDING} returning key", (PENDING,)
+        )
+    }
 
 
 def pending_about(conn: Any, node_ids: Sequence[str], limit: int) -> list[InsightRow]:
@@ -260,23 +265,17 @@ def save_proposals(
     ]
     conn.executemany("delete from insights where key = ? and status = 'pending'", stale)
     fallen = withdraw_fallen(conn)  # about a note deleted since, though its pattern did not run
-    left = {r[0] for r in conn.execute("select key from insights")}
     return SaveOutcome(
-        tuple(k for k in created if k in left), tuple(k for k in kept if k in left), len(stale) + fallen
-    )
-
-
-def set_status(conn: Any, insight_id: str, status: str, now: str) -> None:
-    """Record a decision taken in the chat; its vault record is still to be written (`mark_recorded`)."""
-    conn.execute(
-        "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = null where id = ?",
-        (status, now if status != PENDING else None, now, insight_id),
+        tuple(k for k in created if k not in fallen),
+        tuple(k for k in kept if k not in fallen),
+        len(stale) + len(fallen),
     )
 
 
 def decide(conn: Any, insight_id: str, status: str, now: str) -> bool:
-    """Take a decision on a *pending* insight (`set_status`); False when it was no longer pending (another
-    client's decision got there first: theirs stands)."""
+    """Take a decision taken in the chat on a *pending* insight (its vault record is still to be written:
+    `mark_recorded`); False when it was no longer pending (another client's decision got there first: theirs
+    stands)."""
     cursor = conn.execute(
         "update insights set status = ?, decided_at = ?, updated_at = ?, recorded_at = null "
         "where id = ? and status = ?",

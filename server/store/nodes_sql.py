@@ -183,7 +183,22 @@ def merge_entity(conn: Any, label: str, name: str, properties: dict[str, Any], n
 
 
 def note_dates(conn: Any, node_ids: Sequence[str]) -> dict[str, date]:
-    """The date each note is about, by the best evidence it carries (ids without any are left out):
+    """The date each note is about (`note_day`), as stored with its node; ids without one are left out."""
+    found: dict[str, date] = {}
+    ids = list(dict.fromkeys(node_ids))
+    for at in range(0, len(ids), 500):  # under SQLite's limit on bound parameters
+        part = ids[at : at + 500]
+        rows = conn.execute(
+            f"select id, note_day from nodes where id in ({','.join('?' * len(part))}) and note_day is not null",
+            part,
+        ).fetchall()
+        found.update((row["id"], date.fromisoformat(row["note_day"])) for row in rows)
+    return found
+
+
+def note_day(path: str | None, name: str | None, properties: str | None, began_at: str | None) -> str | None:
+    """The ISO date a note is about, from its row's columns: what `nodes.note_day` holds (written with the node,
+    read by `note_dates` and `dated_in`), by the best evidence the note carries:
 
     1. its frontmatter `date:` (read as `valid_from` reads dates: ISO, `May 1, 2020`, `[[2020-05-01]]`);
     2. a date in its file name (a daily note `2024-03-07.md`, `2024-03-07 Standup.md`) or folders
@@ -193,23 +208,6 @@ def note_dates(conn: Any, node_ids: Sequence[str]) -> dict[str, date]:
     5. `began_at`, the earliest time its file and the graph vouch for.
     Dates in names and titles are read by `server.search.when.title_date` (a year is required; a numeric
     date whose day and month could be swapped is not evidence)."""
-    found: dict[str, date] = {}
-    ids = list(dict.fromkeys(node_ids))
-    for at in range(0, len(ids), 500):  # under SQLite's limit on bound parameters
-        part = ids[at : at + 500]
-        rows = conn.execute(
-            f"select id, path, name, properties, began_at from nodes where id in ({','.join('?' * len(part))})",
-            part,
-        ).fetchall()
-        for row in rows:
-            if (day := _note_date(row)) is not None:
-                found[row["id"]] = day
-    return found
-
-
-def note_day(path: str | None, name: str | None, properties: str | None, began_at: str | None) -> str | None:
-    """The ISO date a note is about (`note_dates`' rule) from its row's columns: what `nodes.note_day` holds, so
-    that a question's date window can find the notes dated in it whatever their words (`dated_in`)."""
     day = _note_date({"path": path, "name": name, "properties": properties, "began_at": began_at})
     return None if day is None else day.isoformat()
 
