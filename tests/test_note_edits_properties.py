@@ -317,3 +317,13 @@ def test_a_value_the_note_already_holds_changes_no_byte_even_with_comments_insid
         data, properties={"status": "active"}, observation=None, today="2026-11-26", remove=["status"]
     )
     assert kept == data  # set and removed at once: set wins, as before
+
+
+def test_a_comment_under_a_key_below_a_block_value_keeps_the_key() -> None:
+    """Found by this file's property test in CI (session 18): `relations:` with only an indented comment under
+    it, right below a literal block (`created: |`). Taking the key out left the comment line to the block,
+    which took it into its value; the edit was refused, saying only that other properties would change. The
+    comment is the person's: the key stays, and the refusal says why, as for a comment on the key itself."""
+    data = b"---\ncreated: |\n  0\nrelations:\n  # typed links\nk1: 0\n---\ntext\n"
+    with pytest.raises(MalformedNote, match="comment under it"):
+        update_note(data, properties={}, observation=None, today="2026-11-21", remove=["relations"])

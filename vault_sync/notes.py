@@ -121,7 +121,18 @@ def update_note(
         # Taking a key out can leave the blank lines after it against a keep-chomped block scalar above
         # (`key: |+`), which would absorb them into its value; then those blank lines go with the key.
         edited = _set_keys(data, updates, dropped, with_blank_lines=True)
-        edited = verify(edited, expected, "updating the note's properties")
+        try:
+            edited = verify(edited, expected, "updating the note's properties")
+        except MalformedNote:
+            # Indented comment lines under the key would join a block scalar above it: they are the
+            # person's, so they stay, and the key with them (said as any comment on the key is).
+            if kept := _comments_under(data, dropped):
+                raise MalformedNote(
+                    f"`{kept[0]}:` in the frontmatter has a comment under it ({kept[1]!r}) that the value above "
+                    "would take in if the key went; the note was left alone. Remove the key by hand, or move "
+                    "the comment, then try again"
+                ) from None
+            raise
     if observation is not None and observation.strip():
         edited = _append_observation(edited, observation_line(observation, today))
     return edited
@@ -161,6 +172,19 @@ def _set_keys(
     for start, end, new in sorted(edits, reverse=True):  # from the end, so earlier offsets stay valid
         new_text = new_text[:start] + new + new_text[end:]
     return splice(data, span, text, 0, len(text), new_text)
+
+
+def _comments_under(data: bytes, dropped: Collection[str]) -> tuple[str, str] | None:
+    """(key, comment) for the first indented comment line right under a key of `dropped`, if any."""
+    span, _ = read_frontmatter(data)
+    assert span is not None
+    text = yaml_text(data, span)
+    for entry in top_level_entries(text):
+        if entry.key in dropped:
+            after = text[_past_blank_lines(text, entry.end) :].split("\n", 1)[0]
+            if after[:1] in (" ", "\t") and after.strip().startswith("#"):
+                return entry.key, after.strip()
+    return None
 
 
 def _past_blank_lines(text: str, at: int) -> int:
