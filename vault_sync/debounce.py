@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Container, Hashable
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
+from vault_sync import templates
 from vault_sync.errors import VaultError
 from vault_sync.filesystems import remote_file_system
 from vault_sync.paths import classify
@@ -182,6 +183,7 @@ class LiveReconciler:
         self._alone: set[Change] = set()  # failed in a batch: tried on their own
         self._failures: dict[Change | None, int] = {}  # failures in a row per change (None: the full pass)
         self._pass_retry: asyncio.TimerHandle | None = None
+        self._templates = templates.NONE  # what the settings named when the watcher started (`_on_settings`)
         sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet
 
     @property
@@ -275,7 +277,10 @@ class LiveReconciler:
             log.warning("the file watcher stopped; restarting it and rescanning the vault")
             self._watcher.stop()
             self._watcher = None
-        watcher = VaultWatcher(self.sync.root, asyncio.get_running_loop(), self.changed, self._on_overflow)
+        self._templates = templates.rules(self.sync.root)
+        watcher = VaultWatcher(
+            self.sync.root, asyncio.get_running_loop(), self.changed, self._on_overflow, self._on_settings
+        )
         try:
             watcher.start()
         except OSError as exc:
@@ -333,6 +338,14 @@ class LiveReconciler:
 
     def _on_overflow(self) -> None:
         self.request_full_pass("the OS dropped file events (inotify queue overflow)")
+
+    def _on_settings(self) -> None:
+        """The vault's template settings were written: when they name other templates, a full pass archives
+        the notes that became templates and takes in the templates that became notes."""
+        found = templates.rules(self.sync.root)
+        if found != self._templates:
+            self._templates = found
+            self.request_full_pass(f"the vault's templates changed (now: {found.describe()})")
 
     # --- the worker ----------------------------------------------------------------------------------------
 

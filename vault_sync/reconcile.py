@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from vault_sync import identify
+from vault_sync import identify, templates
 from vault_sync.attention import load_attention, save_attention
 from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
@@ -204,7 +204,7 @@ class VaultSync:
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
         async with self._lock:
             known = await self.graph.file_state(rel)
-            if not self._note_of_its_own(rel):
+            if not await asyncio.to_thread(self._note_of_its_own, rel, templates.rules(self.root)):
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
@@ -227,7 +227,7 @@ class VaultSync:
         async with self._lock:
             wanted = list(dict.fromkeys(rels))
             known = await self.graph.file_states(wanted)
-            own = await asyncio.to_thread(lambda: {rel for rel in wanted if self._note_of_its_own(rel)})
+            own = await asyncio.to_thread(self._own_notes, wanted)
             todo = [rel for rel in wanted if rel in own]
             for rel in wanted:
                 if rel not in own and rel in known:
@@ -236,9 +236,16 @@ class VaultSync:
             await self._sync_batches(todo, known, False, read, report, None, len(todo), later)
         return report
 
-    def _note_of_its_own(self, rel: str) -> bool:
-        """Whether `rel` names a note of its own (not a link to another note of the vault, nor a non-note)."""
-        return classify(rel) == "note" and not links_to_note(self.root, self.root / rel)
+    def _own_notes(self, rels: Sequence[str]) -> set[str]:
+        rules = templates.rules(self.root)
+        return {rel for rel in rels if self._note_of_its_own(rel, rules)}
+
+    def _note_of_its_own(self, rel: str, rules: templates.Templates) -> bool:
+        """Whether `rel` names a note of its own (not a link to another note of the vault, nor a non-note, nor
+        one of the person's templates: vault_sync.templates)."""
+        return (
+            classify(rel) == "note" and not rules.holds(rel) and not links_to_note(self.root, self.root / rel)
+        )
 
     async def sync_vault(
         self,
@@ -738,7 +745,13 @@ class VaultSync:
             self._takeovers.pop(rel, None)
         known = await self.graph.file_state(rel)
         node_id = known.node_id if known else None
-        seen = await asyncio.to_thread(presence, self.root, rel, still_a_note=classify(rel) == "note")
+        seen = await asyncio.to_thread(
+            lambda: presence(
+                self.root,
+                rel,
+                still_a_note=classify(rel) == "note" and not templates.rules(self.root).holds(rel),
+            )
+        )
         if seen.state == "there":  # back already: the event it came back with syncs it
             return NoteOutcome(rel, UNCHANGED, id=node_id)
         if seen.state == "unseen":

@@ -3,7 +3,8 @@
 The walk uses `os.scandir` (one `stat` per note, none per folder), so 10,000 notes take a small fraction
 of a second. It never leaves the vault and never loops:
 
-- dot-folders (`.obsidian`, `.git`, `.trash`, `.engrama`, ...) are not entered at all;
+- dot-folders (`.obsidian`, `.git`, `.trash`, `.engrama`, ...) are not entered at all, nor are the folders the
+  vault's settings name for templates; a template file named there is not listed (`vault_sync.templates`);
 - a symlinked *file* whose real path is inside the vault counts as a note at the link's path (the same bytes
   then also appear at the target's own path, as Obsidian shows them too);
 - a symlinked *folder* inside the vault is not followed: its notes are already listed at their real path, and
@@ -46,6 +47,9 @@ from vault_sync.paths import (
     resolve_in_vault,
     to_rel,
 )
+from vault_sync.templates import NONE as NO_TEMPLATES
+from vault_sync.templates import Templates
+from vault_sync.templates import rules as template_rules
 
 _SF_DATALESS = 0x40000000  # macOS st_flags: the file's data is in the cloud, not on the disk (sys/stat.h)
 # Windows st_file_attributes: OFFLINE (0x1000), RECALL_ON_OPEN (0x40000), RECALL_ON_DATA_ACCESS (0x400000).
@@ -90,7 +94,7 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
     if problem is not None:
         raise VaultError(_root_message(root, problem))
     start = _start_folder(root, folder)
-    walk = _Walk(os.path.abspath(root), os.path.realpath(root))
+    walk = _Walk(os.path.abspath(root), os.path.realpath(root), template_rules(root))
     try:
         walk.list_folder(start, raise_errors=True)
     except OSError as exc:
@@ -202,9 +206,10 @@ def _root_message(root: Path, problem: str) -> str:
 class _Walk:
     """The mutable state of one walk: folders still to list, notes found, errors met."""
 
-    def __init__(self, root_abs: str, root_real: str) -> None:
+    def __init__(self, root_abs: str, root_real: str, templates: Templates = NO_TEMPLATES) -> None:
         self.root_abs = root_abs
         self.root_real = root_real
+        self.templates = templates
         self.pending: list[str] = []
         self.notes: list[StatEntry] = []
         self.errors: list[tuple[str, str]] = []
@@ -231,8 +236,10 @@ class _Walk:
         if entry.is_symlink():
             self.visit_link(entry, rel)
         elif entry.is_dir(follow_symlinks=False):
-            if not entry.name.startswith("."):
+            if not entry.name.startswith(".") and not self.templates.holds_folder(rel):
                 self.pending.append(rel)
+        elif self.templates.holds(rel):
+            return  # one of the person's templates: not a note (vault_sync.templates)
         elif (kind := classify(rel)) == "note":
             self.add_note(rel, entry.stat(follow_symlinks=False))
         elif kind == "conflict":
@@ -254,7 +261,7 @@ class _Walk:
             return
         target = os.path.realpath(entry.path)
         is_dir = stat.S_ISDIR(st.st_mode)
-        if not is_dir and classify(rel) != "note":
+        if not is_dir and (classify(rel) != "note" or self.templates.holds(rel)):
             return  # a linked image or PDF is none of our business, wherever it points
         if not is_inside(self.root_real, target):
             what = "folder" if is_dir else "note"

@@ -11,7 +11,8 @@ path, or a folder whose contents must be looked at again — and queue them for 
 - a folder created, deleted, moved or renamed: the new folder and then the old one, to be reconciled as a
   whole (watchdog also reports the files inside, but a folder moved in or out of the vault may not be);
 - events inside dot-folders (`.git`, `.obsidian`, `.trash`), on scratch files and on our own temp files are
-  dropped here; opens and read-only closes are never even asked of the OS, so our own reads cause nothing.
+  dropped here, except a change of the settings that name the vault's templates (`.obsidian/templates.json`
+  and the like: `vault_sync.templates`), which calls `on_settings`; opens and read-only closes are never even asked of the OS, so our own reads cause nothing.
 
 Changes pass from the watchdog thread through a small locked inbox keyed by change: a storm of events costs
 one loop callback per batch, and memory is bounded by the number of distinct paths.
@@ -48,6 +49,7 @@ from watchdog.observers.api import BaseObserver
 
 from vault_sync.errors import PathOutsideVault
 from vault_sync.paths import classify, to_rel
+from vault_sync.templates import is_settings_path
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +130,25 @@ class _Inbox:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, root: Path, inbox: _Inbox) -> None:
+    def __init__(self, root: Path, inbox: _Inbox, on_settings: Callable[[], None] | None = None) -> None:
         self._root = root
         self._inbox = inbox
+        self._on_settings = on_settings
 
     def dispatch(self, event: FileSystemEvent) -> None:
         changes = changes_for(self._root, event)
         if changes:
             self._inbox.offer(changes)
+        elif self._on_settings is not None and touches_settings(self._root, event):
+            self._on_settings()
+
+
+def touches_settings(root: Path, event: FileSystemEvent) -> bool:
+    """Whether `event` changed one of the vault settings that name its templates (vault_sync.templates)."""
+    if event.is_directory:
+        return False
+    paths = [event.src_path, getattr(event, "dest_path", "")]
+    return any((rel := _rel(root, path)) is not None and is_settings_path(rel) for path in paths)
 
 
 class _OverflowSignal(logging.Handler):
@@ -153,7 +166,8 @@ class _OverflowSignal(logging.Handler):
 class VaultWatcher:
     """A watchdog observer over one vault that delivers `Change` batches to `on_changes` on the event loop.
 
-    `on_overflow` is called (on the loop) when the OS reports that it dropped events. `start()` raises
+    `on_overflow` is called (on the loop) when the OS reports that it dropped events, and `on_settings` when one
+    of the vault's settings that name its templates changed (`vault_sync.templates`). `start()` raises
     `OSError` when the OS refuses to watch (e.g. the inotify watch limit); `stop()` joins every thread.
     """
 
@@ -163,11 +177,13 @@ class VaultWatcher:
         loop: asyncio.AbstractEventLoop,
         on_changes: Callable[[list[Change]], None],
         on_overflow: Callable[[], None],
+        on_settings: Callable[[], None] | None = None,
     ) -> None:
         self.root = root
         self._loop = loop
         self._inbox = _Inbox(loop, on_changes)
         self._overflow = _OverflowSignal(lambda: self._call_on_loop(on_overflow))
+        self._on_settings = (lambda: self._call_on_loop(on_settings)) if on_settings is not None else None
         self._observer: BaseObserver | None = None
 
     @property
@@ -187,7 +203,10 @@ class VaultWatcher:
         overflow_log.addHandler(self._overflow)
         observer = Observer()
         observer.schedule(
-            _Handler(self.root, self._inbox), str(self.root), recursive=True, event_filter=WATCHED_EVENTS
+            _Handler(self.root, self._inbox, self._on_settings),
+            str(self.root),
+            recursive=True,
+            event_filter=WATCHED_EVENTS,
         )
         try:
             observer.start()

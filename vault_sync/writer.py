@@ -72,6 +72,7 @@ from vault_sync.errors import (
 )
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
+from vault_sync.templates import rules as template_rules
 
 try:
     import fcntl
@@ -327,7 +328,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     """
     path = resolve_in_vault(root, rel)
     rel_norm = to_rel(root, path)
-    _require_note_path(rel_norm)
+    _require_note_path(root, rel_norm)
     _make_folders(root, path.parent)
     tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
     try:
@@ -375,7 +376,7 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
         raise VaultError(f"{src_rel} is not a note in the trash; nothing was moved")
     os.lstat(source)  # FileNotFoundError when it is gone
     wanted = resolve_in_vault(root, rel)
-    _require_note_path(to_rel(root, wanted))
+    _require_note_path(root, to_rel(root, wanted))
     _make_folders(root, wanted.parent)
     stem, suffix = os.path.splitext(wanted.name)
     names = [wanted.name, *(f"{stem} {n}{suffix}" for n in range(2, tries + 1))]
@@ -445,16 +446,22 @@ def _edit_target(root: Path, rel: str) -> tuple[str, Path]:
     path = resolve_in_vault(root, rel)
     real = Path(os.path.realpath(path))
     real_rel = to_rel(root, real)
-    _require_note_path(to_rel(root, path))
-    _require_note_path(real_rel)
+    _require_note_path(root, to_rel(root, path))
+    _require_note_path(root, real_rel)
     return real_rel, real
 
 
-def _require_note_path(rel: str) -> None:
+def _require_note_path(root: Path, rel: str) -> None:
     if classify(rel) != "note":
         raise VaultError(
             f"{rel!r} is not a note path: engrama writes only .md notes outside dot-folders "
             "(.obsidian, .trash, ...); give a path like Projects/Engrama.md"
+        )
+    if template_rules(root).holds(rel):
+        raise VaultError(
+            f"{rel!r} is one of the vault's note templates (named in Obsidian's template settings): engrama "
+            "never writes into templates, which Obsidian copies into every note made from them; give a path "
+            "outside the templates folder"
         )
 
 

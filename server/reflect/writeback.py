@@ -28,6 +28,7 @@ from vault_sync.outbox import InsightWrite
 from vault_sync.paths import classify, resolve_in_vault, to_rel
 from vault_sync.reconcile import VaultSync
 from vault_sync.report import SyncError
+from vault_sync.templates import rules as template_rules
 from vault_sync.writer import edit_note
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,11 @@ def _checked_target(sync: VaultSync, target_note: str) -> str:
         raise InsightWriteError(
             f"{target_note!r} is not a note engrama may write (hidden folders such as .obsidian are off "
             "limits); give a path like Notes/Ideas.md"
+        )
+    if template_rules(sync.root).holds(rel):
+        raise InsightWriteError(
+            f"{target_note!r} is one of the vault's note templates, which engrama never writes into; give a "
+            "path outside the templates folder, like Notes/Ideas.md"
         )
     return rel
 
