@@ -112,6 +112,20 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
     )
 
 
+def utf8_name(name: str) -> bool:
+    """Whether a name read from the file system is valid UTF-8 (Python keeps undecodable bytes as surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_path(rel: str) -> str:
+    """`rel` printable and storable: undecodable bytes of its name as `\\xNN`."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
 @dataclass(frozen=True)
 class Presence:
     """What the vault can say about a path that a reconcile expected and did not find."""
@@ -228,9 +242,28 @@ class _Walk:
         for entry in listed:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
-                self.visit(entry, rel)
+                if not utf8_name(entry.name):
+                    self.misnamed(entry, rel)
+                else:
+                    self.visit(entry, rel)
             except OSError as exc:
                 self.errors.append((rel, _describe(exc)))
+
+    def misnamed(self, entry: os.DirEntry[str], rel: str) -> None:
+        """A note or folder whose name is not UTF-8 (legal on Linux: an archive unpacked from an old Windows or Mac
+        system). Obsidian cannot show it and no path of it can be stored or sent, so it is reported for the person
+        to rename, and the rest of the vault syncs (a folder of that name is not entered)."""
+        if entry.name.startswith(".") or not (
+            entry.name.lower().endswith(".md") or entry.is_dir(follow_symlinks=False)
+        ):
+            return  # hidden, or not a note: none of our business, as for any other name
+        what = "folder" if entry.is_dir(follow_symlinks=False) else "note"
+        self.errors.append(
+            (
+                shown_path(rel),
+                f"the {what}'s name is not valid UTF-8; rename it (Obsidian cannot open it either)",
+            )
+        )
 
     def visit(self, entry: os.DirEntry[str], rel: str) -> None:
         if entry.is_symlink():

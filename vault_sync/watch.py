@@ -49,6 +49,7 @@ from watchdog.observers.api import BaseObserver
 
 from vault_sync.errors import PathOutsideVault
 from vault_sync.paths import classify, to_rel
+from vault_sync.scan import utf8_name
 from vault_sync.templates import is_settings_path
 
 log = logging.getLogger(__name__)
@@ -96,9 +97,11 @@ def _rel(root: Path, path: bytes | str) -> str | None:
     if not path:
         return None  # a move reported from or to outside the watched tree
     try:
-        return to_rel(root, path if isinstance(path, str) else path.decode("utf-8", "surrogateescape"))
+        rel = to_rel(root, path if isinstance(path, str) else path.decode("utf-8", "surrogateescape"))
     except PathOutsideVault:
         return None
+    # A name that is not UTF-8 cannot be stored or sent: the walk reports it to the person (scan.misnamed).
+    return rel if utf8_name(rel) else None
 
 
 class _Inbox:
