@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import read_frontmatter
+from vault_sync.parse import parse_note
 from vault_sync.relations_block import add_relation, remove_relation
 
 
@@ -104,7 +107,7 @@ def test_refuses_malformed_frontmatter() -> None:
 
 
 @pytest.mark.parametrize(
-    ("rel_type", "target"), [("", "T"), ("USES", ""), ("USES", "[[T]]"), ("USES", "a|b")]
+    ("rel_type", "target"), [("", "T"), ("USES", ""), ("USES", "[[T]]"), ("USES", "a\nb")]
 )
 def test_rejects_unusable_arguments(rel_type: str, target: str) -> None:
     with pytest.raises(ValueError):
@@ -126,3 +129,21 @@ def test_remove_relation_that_is_not_there_changes_nothing() -> None:
     data = b'---\nrelations:\n  USES: ["[[A]]"]\n---\n'
     assert remove_relation(data, "USES", "T") is data
     assert remove_relation(b"body", "USES", "T") == b"body"
+
+
+@pytest.mark.parametrize("target", ["C#", "F#", "a|b", "[2024] Work/Atlas", "x^y"])
+def test_a_target_no_wikilink_carries_is_written_as_a_plain_value_once(target: str) -> None:
+    """Review 19a: `[[C#]]` is read as note `C`, heading `#` (by Obsidian and by the sync): the relation led to
+    `C`. A plain value is taken as written, and counts as the same relation when added again."""
+    data = b"---\ntype: Project\n---\nBody.\n"
+    once = add_relation(data, "USES", target)
+    assert (
+        once
+        == b"---\ntype: Project\nrelations:\n  USES:\n    - "
+        + json.dumps(target).encode()
+        + b"\n---\nBody.\n"
+    )
+    note = parse_note("P.md", once, folder_labels={}, canonical_label=lambda t: t)
+    assert [link.target for link in note.links] == [target]
+    assert add_relation(once, "USES", target) == once
+    assert remove_relation(once, "USES", target) == data

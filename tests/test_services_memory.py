@@ -268,3 +268,58 @@ def test_conflict_markers_in_a_code_block_or_a_heading_are_no_conflict() -> None
     assert in_conflict(b"<<<<<<< ours\na\n||||||| base\nq\n=======\nb\n>>>>>>>\n")
     assert in_conflict(b"```\ncode\n```\n<<<<<<< HEAD\na\n=======\nb\n>>>>>>> x\n")
     assert not in_conflict(b"<<<<<<< x\n=======\n" * 2000 + b"Title\n=======\n" * 20000)
+
+
+async def _edge_targets(rt: Runtime, source: str) -> list[tuple[str, str, str | None]]:
+    sql = (
+        "select t.name, t.status, t.path from edges e join nodes s on s.id = e.source join nodes t on t.id = e.target"
+        " where s.name = ? and e.valid_to is null order by t.name"
+    )
+    return [tuple(r) for r in await rt.store.read(lambda c: c.execute(sql, (source,)).fetchall())]
+
+
+async def test_a_relation_to_a_name_or_path_no_wikilink_carries_leads_to_that_entity(
+    rt: Runtime, vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Review 19a: `[[C#]]` is note `C`, heading `#`; `[[C# Notes/Atlas]]` likewise; a folder `[2024] Work`
+    could not be linked at all. The tool said it related the right entity while the graph (and every rebuild)
+    held a relation to `C`, to a stub `F`, or none."""
+    write(vault, "Projects/Proj.md", b"---\ntype: Project\n---\nA project.\n")
+    write(vault, "Technologies/C.md", b"---\ntype: Technology\n---\nThe C language.\n")
+    write(vault, "Technologies/C#.md", b"---\ntype: Technology\n---\nThe C# language.\n")
+    write(vault, "C# Notes/Atlas.md", b"---\ntype: Technology\n---\nA map library.\n")
+    write(vault, "[2024] Work/Orbit.md", b"---\ntype: Technology\n---\nA scheduler.\n")
+    write(
+        vault,
+        "Archive/Orbit.md",
+        b"---\ntype: Concept\n---\nAnother Orbit, so the file name is not unique.\n",
+    )
+    write(vault, "[2024] Work/Kite.md", b"---\ntype: Technology\n---\nA kite.\n")
+    await rt.require_sync().sync_vault()
+    for target in ("C#", "F#", "Atlas", "Kite"):
+        done = await relate(rt, "Proj", "USES", target, target_label="Technology")
+        assert done.created, target
+    orbit = await rt.store.read(
+        lambda c: c.execute("select id from nodes where path = '[2024] Work/Orbit.md'").fetchone()[0]
+    )
+    done = await relate(rt, "Proj", "USES", "Orbit", target_label="Technology")
+    assert done.target_id == orbit
+    wanted = [
+        ("Atlas", "active", "C# Notes/Atlas.md"),
+        ("C#", "active", "Technologies/C#.md"),
+        ("F#", "stub", None),
+        ("Kite", "active", "[2024] Work/Kite.md"),
+        ("Orbit", "active", "[2024] Work/Orbit.md"),
+    ]
+    assert await _edge_targets(rt, "Proj") == wanted
+    text = (vault / "Projects/Proj.md").read_text(encoding="utf-8")
+    assert '"Technologies/C#"' in text and '"F#"' in text and '"[[Atlas]]"' in text and '"[[Kite]]"' in text
+    assert '"[2024] Work/Orbit"' in text  # no wikilink can carry it, and its file name is not unique
+    # the vault holds the same relations: a graph rebuilt from it
+    async with open_runtime(Settings(vault=vault, db_path=tmp_path / "rebuilt.db", watch=False)) as again:
+        await again.require_sync().sync_vault()
+        assert await _edge_targets(again, "Proj") == wanted
+    # and relating again adds nothing
+    for target in ("C#", "F#", "Atlas"):
+        assert not (await relate(rt, "Proj", "USES", target)).created
+    assert (vault / "Projects/Proj.md").read_text(encoding="utf-8") == text

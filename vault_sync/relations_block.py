@@ -20,7 +20,7 @@ from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import FrontmatterSpan, decode_note, read_frontmatter, yaml_text
 from vault_sync.names import fold
 from vault_sync.parse import rel_type_of, relation_values
-from vault_sync.wikilinks import link_target
+from vault_sync.wikilinks import relation_target
 from vault_sync.yaml_edit import (
     Entry,
     content_end,
@@ -36,10 +36,12 @@ from vault_sync.yaml_edit import (
 RELATIONS_KEY = "relations"
 _PLAIN_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _FLOW_UNSAFE = re.compile(r"[,\[\]{}]|: | #")
+LINK_BREAKING = frozenset("#^|[]")
 
 
 def add_relation(data: bytes, rel_type: str, target: str, same: Iterable[str] = ()) -> bytes:
-    """The note's bytes with `target` added under `rel_type` in `relations:`, written as `"[[target]]"`.
+    """The note's bytes with `target` added under `rel_type` in `relations:`, written as `"[[target]]"` (as a
+    plain value when no wikilink can carry it: `relation_item`).
 
     Returns `data` unchanged when the relation is already there (any spelling of the key, any link form,
     case-insensitive), under `target` or one of the `same` other link texts that lead to the same note.
@@ -57,7 +59,7 @@ def add_relation(data: bytes, rel_type: str, target: str, same: Iterable[str] = 
             "the note's 'relations:' is not a map of RELATION_TYPE: targets; fix it in Obsidian"
         )
     relations = relations or {}
-    wanted = {fold(link_target(each)) for each in (target, *same)}
+    wanted = {_meaning(each) for each in (target, *same)}
     for existing, value in relations.items():
         if rel_type_of(existing) == rel_type_of(rel_type) and wanted & set(_folded(value)):
             return data
@@ -87,7 +89,7 @@ def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
     relations = old.get(RELATIONS_KEY)
     if span is None or not isinstance(relations, dict):
         return data
-    wanted = fold(link_target(target))
+    wanted = _meaning(target)
     kept: dict[Any, Any] = {}
     for key, value in relations.items():
         if rel_type_of(key) != rel_type_of(rel_type) or wanted not in _folded(value):
@@ -107,19 +109,40 @@ def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
     return verify(splice(data, span, text, entry.start, entry.end, rendered), expected, "removing a relation")
 
 
+def link_safe(target: str) -> bool:
+    """Whether `[[target]]` links to `target`: a link stops at `#` (a heading) and `|` (an alias), `[` and `]`
+    end it, and Obsidian does not link names holding `^` either."""
+    return not any(c in LINK_BREAKING for c in target)
+
+
+def relation_item(target: str) -> str:
+    """The value a relation to `target` is written as: the wikilink `[[target]]`, or, for a name or path no
+    wikilink can carry (`C#`, a note in a folder `[2024] Work`), the plain value, which the sync takes as
+    written (`wikilinks.relation_targets`). `[[C#]]` would be read as note `C`, heading `#`, and lead there."""
+    target = target.strip()
+    return f"[[{target}]]" if link_safe(target) else target
+
+
 def _checked(rel_type: str, target: str) -> tuple[str, str, str]:
-    """(rel type, its YAML key text, the item value `[[target]]`); ValueError for unusable arguments."""
+    """(rel type, its YAML key text, the item value `relation_item(target)`); ValueError for unusable ones."""
     rel_type = rel_type.strip()
     if not rel_type.strip() or any(c in rel_type for c in "\r\n"):
         raise ValueError(f"a relation type must be a non-empty single line: {rel_type!r}")
-    if not target.strip() or any(c in target for c in "[]|\r\n"):
-        raise ValueError(
-            f"a relation target must be a note name without '[', ']', '|' or line breaks: {target!r}"
-        )
+    if not target.strip() or any(c in target for c in "\r\n") or "[[" in target or "]]" in target:
+        raise ValueError(f"a relation target must be a note name or path on one line, not a link: {target!r}")
     key = rel_type if _PLAIN_KEY.fullmatch(rel_type) else json.dumps(rel_type, ensure_ascii=False)
     if yaml.safe_load(f"{key}: 0") != {rel_type: 0}:  # e.g. ON or NO, which YAML 1.1 reads as booleans
         key = json.dumps(rel_type, ensure_ascii=False)
-    return rel_type, key, f"[[{target.strip()}]]"
+    return rel_type, key, relation_item(target)
+
+
+def _meaning(target: str) -> str:
+    """The note a relation written for `target` names, as `_folded` compares them."""
+    return _folded_target(relation_target(relation_item(target)) or "")
+
+
+def _folded_target(target: str) -> str:
+    return fold(target[:-3] if target.lower().endswith(".md") else target)
 
 
 def _quoted(item: str) -> str:
@@ -131,7 +154,8 @@ def _nl(span: FrontmatterSpan) -> str:
 
 
 def _folded(value: Any) -> set[str]:
-    return {fold(link_target(t)) for t in relation_values(value)}
+    """The notes a relations value names, folded (`relation_values` has read each link or plain value)."""
+    return {_folded_target(t) for t in relation_values(value)}
 
 
 def _grown(relations: dict, rel_type: str, item: str) -> tuple[Any, dict]:
