@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from profiles.loader import load_profile
+from profiles.schema import LabelDef
 from server.runtime import Runtime, open_runtime
 from server.services.context import context
 from server.services.entities import RelationSpec
@@ -17,6 +20,7 @@ from server.settings import Settings
 from server.store import outbox_sql
 from vault_sync.errors import NoteInConflict
 from vault_sync.identify import read_id
+from vault_sync.parse import parse_note
 from vault_sync.report import UNCHANGED
 from vault_sync.writer import in_conflict
 
@@ -323,3 +327,33 @@ async def test_a_relation_to_a_name_or_path_no_wikilink_carries_leads_to_that_en
     for target in ("C#", "F#", "Atlas"):
         assert not (await relate(rt, "Proj", "USES", target)).created
     assert (vault / "Projects/Proj.md").read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize("folder", ["projects", "PROJECTS"])
+async def test_a_new_note_joins_the_label_folder_as_the_vault_spells_it(
+    rt: Runtime, vault: Path, folder: str
+) -> None:
+    """Review 19a: notes in `projects/` are read as Projects, but a new Project went to `Projects/`, a second
+    folder differing only in case (two folders here, a case conflict for a sync client on a Mac or Windows)."""
+    write(vault, f"{folder}/Existing.md", b"An untyped note in the person's folder.\n")
+    await rt.require_sync().sync_vault()
+    done = await remember(rt, "Project", "NewProj", {}, "x")
+    assert done.path == f"{folder}/NewProj.md"
+    assert sorted(p.name for p in vault.iterdir() if p.is_dir()) == [folder]
+
+
+async def test_a_folder_in_either_unicode_form_gives_its_label() -> None:
+    """Review 19a: a profile folder `Réunions` (typed composed) labelled the notes of `Réunions` as macOS saves
+    it (decomposed) `Note`; the sync's own folder match (`parse._label`) did the same."""
+    base = load_profile("base")
+    meeting = LabelDef(name="Meeting", description="a meeting", properties=(), folder="R\u00e9unions")
+    profile = replace(base, labels={**base.labels, "Meeting": meeting})
+    assert profile.label_for_path("Re\u0301unions/Lundi.md") == "Meeting"
+    assert profile.label_for_path("R\u00c9UNIONS/Lundi.md") == "Meeting"
+    note = parse_note(
+        "Re\u0301unions/Lundi.md",
+        b"Agenda.\n",
+        folder_labels=profile.folder_labels(),
+        canonical_label=lambda t: t,
+    )
+    assert note.label == "Meeting"

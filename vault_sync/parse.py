@@ -18,7 +18,7 @@ from vault_sync.began import frontmatter_began
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
 from vault_sync.insight_section import outside_sections
 from vault_sync.model import WIKILINK_REL, Link, ParsedNote
-from vault_sync.names import canonical
+from vault_sync.names import canonical, fold
 from vault_sync.wikilinks import extract_wikilinks, relation_targets
 
 DEFAULT_LABEL = "Note"
@@ -129,9 +129,9 @@ def _label(
         return DEFAULT_LABEL, False  # a list or number: keep it as a property
     folder, slash, _ = path.partition("/")
     if slash and folder_labels:
-        wanted = folder.casefold()
+        wanted = fold(folder)  # any case, either Unicode form (macOS spells names decomposed)
         for name, label in folder_labels.items():
-            if name.casefold() == wanted:
+            if fold(name) == wanted:
                 return label, True
     return DEFAULT_LABEL, True
 

@@ -14,15 +14,18 @@ deleted, before the watcher reconciled it). `write_entity` then finds where the 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import anyio
 
+from profiles.schema import folded
 from server.runtime import Runtime
 from server.services.errors import RelationNotAllowed, ServiceError
 from server.services.revival import Revival, plan_revival
@@ -245,6 +248,24 @@ async def write_reviving(
     if gone is not None and gone is not target:  # its relations move to the entity written; it stays a record
         await rt.store.write(memory_sql.fold_graph_only_node, gone.id, written.id, utc_now())
     return written, revival
+
+
+def spelled_in_vault(root: Path, folder: str) -> str:
+    """`folder` as the vault already spells it at its top level: a person's `projects/`, or `Réunions` as macOS
+    saves it (decomposed). Notes there are read as the label's (`Profile.label_for_path` matches any case and
+    either form), so a new note joins them rather than starting a second folder that differs only in case,
+    which a sync client on a Mac or Windows computer would then have to merge (review 19a)."""
+    if (root / folder).is_dir():
+        return folder
+    wanted = folded(folder)
+    try:
+        with os.scandir(root) as entries:
+            names = sorted(
+                e.name for e in entries if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+            )
+    except OSError:
+        return folder
+    return next((name for name in names if folded(name) == wanted), folder)
 
 
 async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
@@ -632,7 +653,8 @@ async def _create(
     )
     links = await _links(rt, relations)
     data, added = _with_relations(data, links)
-    folder, stem = rt.profile.folder_for(label), note_filename(name)[:-3]
+    folder = await asyncio.to_thread(spelled_in_vault, rt.vault, rt.profile.folder_for(label))
+    stem = note_filename(name)[:-3]
     for n in range(1, MAX_NAME_SUFFIX + 1):
         rel = f"{folder}/{stem}{'' if n == 1 else f' {n}'}.md"
         try:
