@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -207,3 +209,78 @@ async def test_a_note_renamed_right_after_a_brief_is_in_the_next(example: Runtim
     brief = await render_brief(example, client="cursor")
     changes = next(s for s in brief.sections if s.key == "changes")
     assert any("[[Harbor Insights]]" in item.text for item in changes.items)
+
+
+def _adoptable_copy(tmp_path: Path, days_old: float) -> Path:
+    """The example vault as a person brings it: no id lines, every note last changed `days_old` days ago."""
+    vault = tmp_path / "adopted"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    old = time.time() - days_old * 86400
+    for note in vault.rglob("*.md"):
+        lines = note.read_text(encoding="utf-8").splitlines(keepends=True)
+        note.write_text(
+            "".join(line for line in lines if not line.startswith("engrama_id:")), encoding="utf-8"
+        )
+        os.utime(note, (old, old))
+    return vault
+
+
+async def test_a_first_brief_after_adopting_a_vault_names_what_the_person_changed_not_every_note(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """Writing each note's id line moved every file's modification time to the moment of adoption, and the graph
+    met every note then: the first brief listed all 18 notes as new, and active work was ordered by when engrama
+    wrote the line. The person's last change is kept from before that write (`files.touched_ns`)."""
+    vault = _adoptable_copy(tmp_path, 60)
+    yesterday = time.time() - 86400
+    os.utime(vault / "Projects/Harbor Analytics.md", (yesterday, yesterday))
+    (vault / "Fresh.md").write_text("# Fresh\nAn idea about [[Engrama]].\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt:
+        report = await rt.require_sync().sync_vault()
+        assert len(report.ids_injected) == 19  # every note got its line, and its file's time moved
+        brief = await render_brief(rt, client="claude-ai")
+    [changes] = [s for s in brief.sections if s.key == "changes"]
+    named = " ".join(item.text for item in changes.items)
+    assert "[[Fresh]]" in named and "[[Harbor Analytics]]" in named
+    assert changes.total == 2, named
+    [work] = [s for s in brief.sections if s.key == "work"]
+    assert [item.name for item in work.items][:2] == ["Harbor Analytics", "Engrama"]  # the person's order
+
+
+async def test_the_persons_last_change_survives_engramas_writes_and_renames_and_moves_with_edits(
+    tmp_path: Path, db_path: Path
+) -> None:
+    vault = _adoptable_copy(tmp_path, 30)
+    path = vault / "Projects/Engrama.md"
+    before = path.stat().st_mtime_ns
+    touched = "select coalesce(f.touched_ns, f.mtime_ns) from files f where f.path = ?"
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        sync = rt.require_sync()
+        await sync.sync_vault()
+        assert path.stat().st_mtime_ns > before  # the id line moved the file's time...
+        assert (
+            await rt.store.read(lambda c: c.execute(touched, ("Projects/Engrama.md",)).fetchone()[0])
+            == before
+        )
+        await sync.sync_path("Projects/Engrama.md")  # ...and reading the note again keeps the person's time
+        os.rename(path, vault / "Projects/Engrama (renamed).md")
+        await sync.sync_vault()
+        rel = "Projects/Engrama (renamed).md"
+        assert await rt.store.read(lambda c: c.execute(touched, (rel,)).fetchone()[0]) == before
+        with open(vault / rel, "a", encoding="utf-8") as note:
+            note.write("\nA line the person added.\n")
+        await sync.sync_path(rel)
+        edited = (vault / rel).stat().st_mtime_ns
+        assert await rt.store.read(lambda c: c.execute(touched, (rel,)).fetchone()[0]) == edited
+
+
+async def test_a_note_met_just_before_a_brief_and_edited_after_it_is_edited_not_new(example: Runtime) -> None:
+    """A brief read seconds after the first sync (a person's first conversation) covers the notes the graph had
+    just met; one of them edited before the next brief was listed there as new (the graph met it after the
+    previous brief's mark, which sits 15 s before it)."""
+    await record_brief(example, await render_brief(example, client="cli"))
+    path = example.vault / "Projects/Harbor Analytics.md"
+    path.write_text(path.read_text(encoding="utf-8") + "\nNew thought.\n", encoding="utf-8")
+    await resync(example, "Projects/Harbor Analytics.md")
+    text = (await render_brief(example, client="cli")).markdown
+    assert "- edited: [[Harbor Analytics]]" in text and "new:" not in text

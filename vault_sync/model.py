@@ -75,6 +75,9 @@ class FileState:
     checksum: str  # sha256 hex of the bytes
     node_id: str | None
     ino: int | None = None  # the file's inode number when read: a rename keeps it, a copy has another
+    # When the person last changed the file, when that is not `mtime_ns`: engrama's own id line moves the
+    # modification time without anyone touching the note (`NoteReader.write_id` keeps the time from before it).
+    touched_ns: int | None = None
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,9 @@ class NoteReader:
         written = produced.pop("data")  # the edit stays watched a while (writer._swap_in): not the bytes
         state = replace(result.state, path=read.path)
         if result.before_checksum == read.state.checksum:
-            # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id).
+            # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id):
+            # the person last changed the note when those bytes were written, not now.
+            state = replace(state, touched_ns=read.state.touched_ns or read.state.mtime_ns)
             return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
         note = self.parse(read.path, written)  # re-based on newer content: parse what we wrote
         note = replace(note, file_began=read.note.file_began)

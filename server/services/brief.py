@@ -152,7 +152,9 @@ def _gather(conn: Any, profile: Profile, client: str | None, now: datetime, focu
     else:
         since = _stamp(now - timedelta(days=FIRST_BRIEF_DAYS))
         after_id, history_since = 0, since
-    changed, counts = brief_sql.changed_nodes(conn, since, client if mark else None, CHANGES_FETCHED)
+    changed, counts = brief_sql.changed_nodes(
+        conn, since, client if mark else None, CHANGES_FETCHED, first=mark is None
+    )
     facts = brief_sql.fact_changes(conn, after_id, history_since, CHANGES_FETCHED * 5)
     parts = roles(profile)
     work = [e for e in brief_sql.live_of_labels(conn, parts.work, 500) if not brief_sections.closed(e.state)]

@@ -13,7 +13,7 @@ from profiles.schema import WILDCARD, Profile
 from server.search.service import SearchHit
 from server.services.brief_render import Item, Section, one_line, show_value, wikilink
 from server.store import insights_sql
-from server.store.brief_sql import Entry, FactChange, Mark, OpenClarification
+from server.store.brief_sql import Entry, FactChange, Mark, OpenClarification, is_new
 from server.store.history_sql import NOTE_EDIT_REASON
 
 # `status` values that mean a piece of work or a problem is no longer open (compared casefolded).
@@ -163,7 +163,7 @@ def _changes(got: Gathered, link: Any) -> Section:
         by_node.setdefault(change.node.id, []).append(change)
     items = [_fact_item(changes, link) for changes in by_node.values()]
     rest = [e for e in got.changed if e.id not in by_node]
-    new = [e for e in rest if e.status != "archived" and e.created_at >= got.window]
+    new = [e for e in rest if is_new(e, got.window, first=got.since is None)]
     archived = [e for e in rest if e.status == "archived"]
     edited = [e for e in rest if e not in new and e not in archived]
     items += _grouped("new", [(e, f"{link(e.name, e.path)} ({e.label})") for e in new])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +40,9 @@ class Entry:
     updated_at: str
     active_at: str
     valid_from: str | None = None
+    # When the note began (its date, its file's times), else when the graph met it.
+    began_at: str | None = None
+    covered: bool = False  # the client's previous brief covered a version of it (`brief_seen`): not new now
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,13 @@ class OpenClarification:
     asked_at: str
 
 
+# When the person last changed a note's file: its modification time, unless engrama's id line moved that
+# (`files.touched_ns` keeps the time from before).
+TOUCHED = "coalesce(f.touched_ns, f.mtime_ns)"
 _ENTRY = (
     "n.id, n.label, n.name, n.path, n.status, n.created_at, n.updated_at, n.valid_from, "
-    "coalesce(json_extract(n.properties, '$.status'), '') as state, f.mtime_ns"
+    f"coalesce(json_extract(n.properties, '$.status'), '') as state, {TOUCHED} as mtime_ns, "
+    "coalesce(n.began_at, n.created_at) as began_at"
 )
 _FROM = "nodes n left join files f on f.path = n.path"
 # A node's version as a brief covers it: its status, note checksum, properties and path (a rename changes no
@@ -94,6 +101,7 @@ def _entry(row: Any) -> Entry:
         updated_at=row["updated_at"],
         active_at=_iso_ns(row["mtime_ns"]) or row["updated_at"],
         valid_from=row["valid_from"],
+        began_at=row["began_at"],
     )
 
 
@@ -145,23 +153,56 @@ _CHANGED = f"""
       and not exists (select 1 from brief_seen s
                       where s.client = ? and s.node_id = n.id and s.fingerprint = {_FINGERPRINT})
 """
+# A first brief covers the last days by the person's clock, not the graph's: the graph may have met every note
+# of the vault a minute ago (a first sync), and then every one looked new. A note counts when the person
+# changed its file in the window (or it was archived then); an entity without a note, by when it changed.
+_FIRST = f"""
+      and (n.path is null or n.status = 'archived' or {TOUCHED} >= ?)
+"""
+# New: a node the graph met since the previous brief; in a first brief, one that began in the window (began_at:
+# the note's date or its file's times, else when the graph met it), not one the graph has only just met.
+_NEW = (
+    "n.status != 'archived' and n.created_at >= ? "
+    "and not exists (select 1 from brief_seen b where b.client = ? and b.node_id = n.id)"
+)
+_NEW_FIRST = "n.status != 'archived' and coalesce(n.began_at, n.created_at) >= ?"
 
 
 def changed_nodes(
-    conn: Any, since: str, client: str | None, limit: int
+    conn: Any, since: str, client: str | None, limit: int, *, first: bool = False
 ) -> tuple[list[Entry], dict[str, int]]:
     """Notes and entities created, edited or archived since `since` that `client`'s last brief did not cover,
-    the latest first; and how many of each kind there are in all."""
+    the latest first; and how many of each kind there are in all. `first`: a client's first brief, which
+    counts a note's change by when the person changed its file (`_FIRST`)."""
+    where = _CHANGED + (_FIRST if first else "")
+    extra: tuple[Any, ...] = (_ns(since),) if first else ()
+    order = f"{TOUCHED} desc, n.updated_at desc" if first else f"n.updated_at desc, {TOUCHED} desc"
     rows = conn.execute(
-        f"select {_ENTRY} {_CHANGED} order by n.updated_at desc, f.mtime_ns desc, n.name limit ?",
-        (since, client, limit),
+        f"select {_ENTRY} {where} order by {order}, n.name limit ?",
+        (since, client, *extra, limit),
     ).fetchall()
     counts = conn.execute(
         "select count(*) as total, coalesce(sum(n.status = 'archived'), 0) as archived, "
-        f"coalesce(sum(n.status != 'archived' and n.created_at >= ?), 0) as created {_CHANGED}",
-        (since, since, client),
+        f"coalesce(sum({_NEW_FIRST if first else _NEW}), 0) as created {where}",
+        (since, *(() if first else (client,)), since, client, *extra),
     ).fetchone()
-    return [_entry(r) for r in rows], {k: counts[k] for k in ("total", "created", "archived")}
+    entries = [_entry(r) for r in rows]
+    if client is not None and not first:
+        covered = {r[0] for r in conn.execute("select node_id from brief_seen where client = ?", (client,))}
+        entries = [replace(e, covered=True) if e.id in covered else e for e in entries]
+    return entries, {k: counts[k] for k in ("total", "created", "archived")}
+
+
+def is_new(entry: Entry, since: str, *, first: bool) -> bool:
+    """Whether `entry` is new in the window starting at `since` (see `_NEW`, `_NEW_FIRST`)."""
+    if entry.status == "archived" or entry.covered:
+        return False
+    return ((entry.began_at or entry.created_at) if first else entry.created_at) >= since
+
+
+def _ns(stamp: str) -> int:
+    """A stored timestamp (`2026-11-27T05:00:00Z`) as nanoseconds since the epoch, as file times are kept."""
+    return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()) * 1_000_000_000
 
 
 def fact_changes(conn: Any, after_id: int, since: str | None, limit: int) -> list[FactChange]:
@@ -195,7 +236,7 @@ def live_of_labels(conn: Any, labels: Sequence[str], limit: int) -> list[Entry]:
         return []
     rows = conn.execute(
         f"select {_ENTRY} from {_FROM} where n.status = 'active' and n.label in ({','.join('?' * len(labels))}) "
-        "order by coalesce(f.mtime_ns, unixepoch(n.updated_at) * 1000000000) desc, n.name limit ?",
+        f"order by coalesce({TOUCHED}, unixepoch(n.updated_at) * 1000000000) desc, n.name limit ?",
         (*labels, limit),
     ).fetchall()
     return [_entry(r) for r in rows]

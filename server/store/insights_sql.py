@@ -34,7 +34,7 @@ class NodeRow:
     confidence: float
     state: str  # the `status` property (open, resolved, active ...), "" when none
     changed: str | None  # `updated`/`modified` property, else None
-    mtime_ns: int | None  # of the note file, None for tool-only nodes and stubs
+    mtime_ns: int | None  # the person's last change of the note file (files.touched_ns), None without a note
     updated_at: str
 
 
@@ -99,7 +99,7 @@ def snapshot_nodes(conn: Any) -> list[NodeRow]:
                json_extract(n.properties, '$.confidence') as stated_confidence,
                coalesce(json_extract(n.properties, '$.updated'), json_extract(n.properties, '$.modified'))
                    as changed,
-               f.mtime_ns
+               coalesce(f.touched_ns, f.mtime_ns) as mtime_ns
         from nodes n left join files f on f.path = n.path
         where n.status != 'archived' and n.label != ?
         """,

@@ -419,6 +419,14 @@ M014_HISTORY_IDS_ONCE = """
             (select coalesce(max(id), 0) from property_history),
             (select coalesce(max(history_id), 0) from brief_marks)));
 """
+# When the person last changed each note (session 19): a file's modification time moves when engrama writes the
+# note's id line, so after adopting a vault every note looked just edited (the first brief's changes, the
+# brief's order of active work, reflect's stale knowledge). `touched_ns` keeps the time from before that write;
+# null where nothing was kept, and then the modification time stands for it (as before).
+M015_TOUCHED = """
+        alter table files add column touched_ns integer;
+"""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
     (2, "m002_insight_recorded_at", M002_INSIGHT_RECORDED_AT),
@@ -434,6 +442,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (12, "m012_file_inodes", M012_FILE_INODES),
     (13, "m013_note_days", M013_NOTE_DAYS),
     (14, "m014_history_ids_once", M014_HISTORY_IDS_ONCE),
+    (15, "m015_touched", M015_TOUCHED),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {

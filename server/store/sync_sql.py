@@ -66,11 +66,16 @@ def files_with_inode(conn: Any, ino: int) -> list[FileState]:
 
 
 def record_file_state(conn: Any, state: FileState) -> None:
+    """Record what the sync knows of a file. When the person last changed it (`touched_ns`): the time the state
+    carries (engrama's id line kept the one from before it), else unchanged while the bytes are (a file read
+    again, touched, or renamed is not edited), else the file's modification time."""
     conn.execute(
-        "insert into files (path, size, mtime_ns, checksum, node_id, ino) values (?, ?, ?, ?, ?, ?) "
+        "insert into files (path, size, mtime_ns, checksum, node_id, ino, touched_ns) values (?, ?, ?, ?, ?, ?, ?) "
         "on conflict(path) do update set size = excluded.size, mtime_ns = excluded.mtime_ns, "
-        "checksum = excluded.checksum, node_id = excluded.node_id, ino = excluded.ino",
-        (state.path, state.size, state.mtime_ns, state.checksum, state.node_id, state.ino),
+        "checksum = excluded.checksum, node_id = excluded.node_id, ino = excluded.ino, "
+        "touched_ns = coalesce(excluded.touched_ns, "
+        "case when files.checksum = excluded.checksum then files.touched_ns end)",
+        (state.path, state.size, state.mtime_ns, state.checksum, state.node_id, state.ino, state.touched_ns),
     )
 
 
@@ -465,8 +470,13 @@ def _apply_one(
         history_sql.record_changes(
             conn, node_id, json.loads(existing["properties"] or "{}"), note.properties, now
         )
-    if existing is not None and existing["path"] and existing["path"] != note.path:
-        conn.execute("delete from files where path = ?", (existing["path"],))  # the note moved
+    if existing is not None and existing["path"] and existing["path"] != note.path:  # the note moved
+        rows = conn.execute(
+            "delete from files where path = ? returning checksum, touched_ns", (existing["path"],)
+        ).fetchall()
+        left = rows[0] if rows else None
+        if left is not None and left["checksum"] == state.checksum and state.touched_ns is None:
+            state = replace(state, touched_ns=left["touched_ns"])  # a rename is no edit of the person's
     keys = link_keys(note.path, note.name, note.aliases)
     old_keys = node_key_set(conn, node_id)
     new_keys = {key for key, _ in keys}
