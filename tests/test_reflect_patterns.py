@@ -3,6 +3,7 @@ trigger it; the tests check which insights come out, the entities they name and 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,24 @@ async def test_each_run_keeps_at_most_25_insights_per_pattern(b, vault, db_path)
         second = await reflect(rt, ["shared_technology"])
     assert first.created == 25 and len(first.insights) == 25
     assert second.created == 0 and [i.id for i in second.insights] == [i.id for i in first.insights]
+
+
+async def test_a_note_adopted_without_its_id_line_is_as_old_as_the_persons_last_change(
+    b, vault, db_path
+) -> None:
+    """Writing the id line into a note the person last changed 200 days ago moved its file's time to now, and
+    reflect took that for the person's change: no adopted note was stale for 90 days."""
+    b.note("Projects", "Alpha", "Project", status="active", relations={"USES": ["Flask", "Django"]})
+    b.note("Technologies", "Flask", "Technology", age_days=200)
+    b.note("Technologies", "Django", "Technology", age_days=10)
+    for name in ("Flask", "Django"):
+        path = vault / "Technologies" / f"{name}.md"
+        then = path.stat().st_mtime
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(x for x in lines if not x.startswith("engrama_id:")), encoding="utf-8")
+        os.utime(path, (then, then))  # as the person left it: no id line yet
+    async with synced(vault, db_path) as rt:
+        assert b"engrama_id: " in (vault / "Technologies" / "Flask.md").read_bytes()  # adopted just now
+        insights = {i.entities[0].name: i for i in await found(rt, "stale_knowledge")}
+    assert set(insights) == {"Flask"}
+    assert insights["Flask"].title.startswith("Stale knowledge: Flask (not updated for 2")
