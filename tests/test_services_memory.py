@@ -317,8 +317,14 @@ async def test_a_relation_to_a_name_or_path_no_wikilink_carries_leads_to_that_en
     ]
     assert await _edge_targets(rt, "Proj") == wanted
     text = (vault / "Projects/Proj.md").read_text(encoding="utf-8")
-    assert '"Technologies/C#"' in text and '"F#"' in text and '"[[Atlas]]"' in text and '"[[Kite]]"' in text
+    assert '"Technologies/C#"' in text and '"F#"' in text and '"C# Notes/Atlas"' in text
+    assert '"[2024] Work/Kite"' in text  # by path: a `Kite.md` made later cannot take it over
     assert '"[2024] Work/Orbit"' in text  # no wikilink can carry it, and its file name is not unique
+    # notes of those file names made later take nothing over (review 19c: `[[Atlas]]` went to a new Atlas.md)
+    write(vault, "Maps/Atlas.md", b"---\ntype: Concept\n---\nAn atlas of maps.\n")
+    write(vault, "Toys/Kite.md", b"---\ntype: Concept\n---\nA toy.\n")
+    await rt.require_sync().sync_vault()
+    assert await _edge_targets(rt, "Proj") == wanted
     # the vault holds the same relations: a graph rebuilt from it
     async with open_runtime(Settings(vault=vault, db_path=tmp_path / "rebuilt.db", watch=False)) as again:
         await again.require_sync().sync_vault()

@@ -93,13 +93,22 @@ def test_a_setting_naming_the_vault_root_or_outside_it_or_nothing_names_no_templ
     assert not templates.read_templates(tmp_path).holds("Notes/Anything.md")
 
 
-def test_unreadable_settings_name_nothing_and_a_changed_one_is_read_again(tmp_path: Path) -> None:
+def test_a_settings_file_caught_being_written_keeps_naming_its_templates(tmp_path: Path) -> None:
+    """Review 19c: a settings file read half-written (Obsidian truncates and writes; git deletes and creates) was
+    taken to name nothing, and the full pass it started gave the templates their id lines."""
+    path = tmp_path / ".obsidian" / "templates.json"
     (tmp_path / ".obsidian").mkdir()
-    (tmp_path / ".obsidian" / "templates.json").write_bytes(b'{"folder": "Templ')  # written half-way
+    path.write_bytes(b'{"folder": "Templ')  # never read whole: names nothing
     assert templates.rules(tmp_path) == templates.NONE
     settings(tmp_path, "templates.json", {"folder": "Templates"})
     assert templates.rules(tmp_path).holds("Templates/Meeting.md")
-    (tmp_path / ".obsidian" / "templates.json").unlink()
+    for caught in (b"", b'{"folder": "Temp', b"[]"):
+        path.write_bytes(caught)
+        assert templates.rules(tmp_path).holds("Templates/Meeting.md"), caught
+    path.unlink()  # git replaces a file by deleting it and creating it again
+    assert templates.rules(tmp_path).holds("Templates/Meeting.md")
+    assert templates.read_templates(tmp_path) == templates.NONE  # what a process that never read it sees
+    settings(tmp_path, "templates.json", {"folder": ""})  # the person clears the setting: it is read
     assert templates.rules(tmp_path) == templates.NONE
 
 
@@ -213,3 +222,70 @@ async def test_an_insight_is_not_written_into_a_template(vault: Path, db_path: P
         with pytest.raises(InsightWriteError, match="templates"):
             await write_insight_to_vault(rt, insight_id, target_note="Templates/Ideas")
     assert (vault / "Templates" / "Ideas.md").read_bytes() == MEETING
+
+
+# --- review 19c -----------------------------------------------------------------------------------------------
+
+
+async def test_a_settings_file_saved_while_a_template_changes_never_gets_the_template_an_id(
+    vault: Path, watched: tuple[Runtime, LiveSync]
+) -> None:
+    """Obsidian saves a settings file by truncating and writing it: a template saved in that moment was taken
+    for a note, and given its id line."""
+    rt, live = watched
+    settings(vault, "templates.json", {"folder": "Templates"})
+    await eventually(lambda: templates.rules(vault).folders == {"templates"})
+    (vault / "Templates").mkdir()
+    (vault / "Templates" / "Meeting.md").write_bytes(QUOTED)
+    await live.wait_idle()
+    config = vault / ".obsidian" / "templates.json"
+    for caught in (b"", b'{"folder": "Tem'):
+        config.write_bytes(caught)
+        (vault / "Templates" / "Meeting.md").write_bytes(QUOTED + b"More.\n")  # saved in that moment
+        await new_note(rt, vault, f"Notes/After{len(caught)}.md", "# After\n")  # the watcher went past it
+        await live.wait_idle()
+        settings(vault, "templates.json", {"folder": "Templates"})
+        await live.wait_idle()
+        assert (vault / "Templates" / "Meeting.md").read_bytes() == QUOTED + b"More.\n"
+        assert await node_at(rt, "Templates/Meeting.md") is None
+
+
+async def test_a_folder_of_many_notes_named_a_templates_folder_is_archived_whole(
+    vault: Path, watched: tuple[Runtime, LiveSync]
+) -> None:
+    """The hold-back that keeps a partly mounted vault from being archived took notes that became templates
+    for notes gone missing: it kept them (and warned of an unplugged drive) on every pass."""
+    rt, live = watched
+    for i in range(30):
+        (vault / "Patterns").mkdir(exist_ok=True)
+        (vault / "Patterns" / f"P{i}.md").write_text(f"# P{i}\n")
+    (vault / "Kept.md").write_text("# Kept\n")
+    await live.wait_idle()
+    await eventually(lambda: _has(rt, "active", 31), timeout=30, what="every note in the graph")
+    settings(vault, "templates.json", {"folder": "Patterns"})
+    await eventually(lambda: _has(rt, "active", 1), timeout=30, what="the 30 archived")
+    assert await _has(rt, "archived", 30)
+
+
+async def _has(rt: Runtime, status: str, count: int) -> bool:
+    sql = "select count(*) from nodes where status = ? and path is not null"
+    return (await rt.store.read(lambda c: c.execute(sql, (status,)).fetchone()))[0] == count
+
+
+def test_a_note_made_from_a_template_moved_since_gets_its_own_id(tmp_path: Path) -> None:
+    """An older version gave the template an id line; the person moved the template inside the templates folder
+    and made a note from it: the note took over the template's node (its history, its creation) as a move."""
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    (vault / "Templates").mkdir(parents=True)
+    (vault / "Templates" / "Meeting.md").write_bytes(QUOTED)
+    assert cli("sync", "--vault", str(vault), "--db", str(db)).returncode == 0
+    [template_id] = id_lines(vault / "Templates" / "Meeting.md")
+    settings(vault, "templates.json", {"folder": "Templates"})
+    assert cli("sync", "--vault", str(vault), "--db", str(db)).returncode == 0
+    (vault / "Templates" / "Work").mkdir()
+    os.rename(vault / "Templates" / "Meeting.md", vault / "Templates" / "Work" / "Meeting.md")
+    (vault / "Retro.md").write_bytes((vault / "Templates" / "Work" / "Meeting.md").read_bytes())
+    done = cli("sync", "--vault", str(vault), "--db", str(db))
+    assert done.returncode == 0 and "0 moved" in done.stdout, done.stdout
+    [own] = id_lines(vault / "Retro.md")
+    assert own != template_id

@@ -678,12 +678,17 @@ class VaultSync:
         return await asyncio.to_thread(same_file_not_listed)
 
     async def _is_copy(self, existing: NodeRef | None, rel: str) -> bool:
-        """True when the node of this id belongs to another note file that still exists with that id.
+        """True when the node of this id belongs to another note file that still exists with that id, or to a
+        template.
 
         Archived nodes count too: a note archived through its frontmatter (`status: archived`) is still there,
         and a note archived because it was deleted no longer is, so reading the file tells the two apart."""
         if existing is None or existing.path is None or existing.path == rel:
             return False
+        if templates.rules(self.root).holds(existing.path):
+            # The id was a template's (one given an id line before it was known for one): a note carrying it
+            # was made from the template, wherever the template has moved since (review 19c).
+            return True
         try:
             data = await asyncio.to_thread(resolve_in_vault(self.root, existing.path).read_bytes)
         except (OSError, VaultError):
@@ -708,9 +713,15 @@ class VaultSync:
         ones the watcher saw go (`reported`, or under a folder in it) are archived even then, each checked
         again by `_archive` (a folder deleted while the server watched is no partial view)."""
         paths = gone
-        leaving = await self._count_leaving(gone, known)
+        # Notes that became templates (the vault's settings now name their folder) are no partial view: they
+        # are there, and the person's setting says they are not notes (vault_sync.templates).
+        rules = templates.rules(self.root)
+        templated = {path for path in gone if rules.holds(path)}
+        if templated:
+            log.info("%d notes are now templates (%s): archived", len(templated), rules.describe())
+        leaving = await self._count_leaving([p for p in gone if p not in templated], known)
         if not confirm and leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known):
-            paths = [path for path in gone if _reported(path, reported)]
+            paths = [path for path in gone if _reported(path, reported) or path in templated]
             seen = set(paths)
             held = await self._count_leaving([p for p in gone if p not in seen], known)
             if held:

@@ -94,9 +94,11 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
     if problem is not None:
         raise VaultError(_root_message(root, problem))
     start = _start_folder(root, folder)
-    walk = _Walk(os.path.abspath(root), os.path.realpath(root), template_rules(root))
+    templates = template_rules(root)
+    walk = _Walk(os.path.abspath(root), os.path.realpath(root), templates)
     try:
-        walk.list_folder(start, raise_errors=True)
+        if not (start and templates.holds_folder(start)):  # a templates folder holds no notes
+            walk.list_folder(start, raise_errors=True)
     except OSError as exc:
         raise VaultError(f"cannot list the vault folder {start or root!s}: {_describe(exc)}") from None
     while walk.pending:
@@ -271,8 +273,8 @@ class _Walk:
         elif entry.is_dir(follow_symlinks=False):
             if not entry.name.startswith(".") and not self.templates.holds_folder(rel):
                 self.pending.append(rel)
-        elif self.templates.holds(rel):
-            return  # one of the person's templates: not a note (vault_sync.templates)
+        elif self.templates.holds_file(rel):
+            return  # a template file the settings name: not a note (their folders are never entered)
         elif (kind := classify(rel)) == "note":
             self.add_note(rel, entry.stat(follow_symlinks=False))
         elif kind == "conflict":

@@ -4,7 +4,7 @@ Obsidian keeps templates as ordinary `.md` files, in a folder the person chooses
 frontmatter included, into every note made from it. A template is therefore not knowledge to remember, and
 nothing may be written into it: an `engrama_id` line in a template would be copied into every note made from
 it (each then a copy to be given its own id), and the template itself (`{{title}}`, `<% tp.date.now() %>`)
-would rank in search and feed reflect. So the sync treats the files below are not notes: never indexed,
+would rank in search and feed reflect. So the sync treats the files named below as no notes: never indexed,
 never given an id line, never written by a tool; a template indexed before (by an older version, or before
 its folder was named a templates folder) is archived like a note that went, and its graph history kept.
 
@@ -18,8 +18,8 @@ Where the vault's settings name them (`.obsidian/`, Obsidian's default configura
 
 Paths compare composed (NFC) and case-folded, as a folder named in a setting is matched on macOS and Windows.
 A setting naming the vault root itself, or leading out of the vault, is ignored (it would make every note a
-template). Unreadable or malformed settings count as naming nothing: Obsidian rewrites them as a whole, and the
-next change of one is read again (`rules` compares each file's size and modification time).
+template). A settings file caught being written (empty, half-written, or deleted and not yet created again, as git
+does) names what it named when last read (`rules`); one never read well names nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ CORE = "templates.json"
 TEMPLATER = "plugins/templater-obsidian/data.json"
 DAILY = "daily-notes.json"
 PERIODIC = "plugins/periodic-notes/data.json"
+FOLDER_KEYS = {CORE: "folder", TEMPLATER: "templates_folder"}  # the other two name template files
 SETTINGS = tuple(f"{CONFIG_FOLDER}/{name}" for name in (CORE, TEMPLATER, DAILY, PERIODIC))
 MAX_SETTINGS_BYTES = 1 << 20  # a settings file is a few hundred bytes; past this it is not one
 
@@ -65,8 +66,14 @@ class Templates:
         parts = key.split("/")
         return any("/".join(parts[:depth]) in self.folders for depth in range(1, len(parts)))
 
+    def holds_file(self, rel: str) -> bool:
+        """Whether `rel` is a template file the settings name one by one (the walk never enters the folders)."""
+        return bool(self.files) and _key(rel) in self.files
+
     def holds_folder(self, rel: str) -> bool:
         """Whether the vault folder `rel` is a template folder or inside one (its notes are all templates)."""
+        if not self.folders:
+            return False
         parts = _key(rel).split("/")
         return any("/".join(parts[:depth]) in self.folders for depth in range(1, len(parts) + 1))
 
@@ -91,41 +98,64 @@ def _clean(value: Any, *, note: bool) -> str | None:
     return _key(rel)
 
 
+_UNREADABLE = object()  # a settings file that is there but cannot be read as a JSON object right now
+Named = tuple[frozenset[str], frozenset[str]]  # (folders, files) one settings file names
+
+
 def _read_json(path: Path) -> Any:
+    """The file's JSON object; None when there is no such file; `_UNREADABLE` when it is there but is not (yet)
+    one: Obsidian and git write a settings file by truncating or replacing it, so a reader can meet it empty
+    or half-written."""
     try:
         if path.stat().st_size > MAX_SETTINGS_BYTES:
-            return None
-        return json.loads(path.read_bytes())
+            return _UNREADABLE
+        data = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        log.debug("vault setting %s not read: %s", path, exc)
-        return None
+        log.debug("vault setting %s not read now: %s", path, exc)
+        return _UNREADABLE
+    return data if isinstance(data, dict) else _UNREADABLE
+
+
+def _named(rel: str, data: dict[str, Any]) -> Named:
+    """What one settings file (`rel`, one of SETTINGS) names: its templates folder, or its template files."""
+    name = rel.removeprefix(f"{CONFIG_FOLDER}/")
+    if name in FOLDER_KEYS:
+        folder = _clean(data.get(FOLDER_KEYS[name]), note=False)
+        return frozenset({folder} if folder else ()), frozenset()
+    periods = data.values() if name == PERIODIC else [data]
+    files = {_clean(p.get("template"), note=True) for p in periods if isinstance(p, dict)}
+    return frozenset(), frozenset(f for f in files if f)
+
+
+def _readings(root: Path | str, kept: dict[str, Named]) -> dict[str, Named]:
+    """What each settings file names now. One that cannot be read now (half-written, or gone: git replaces a
+    file by deleting and creating it) keeps what it named when last read in this process (`kept`): a
+    templates folder must not turn into notes, and receive id lines, for the moment a file is being saved."""
+    found: dict[str, Named] = {}
+    for rel in SETTINGS:
+        data = _read_json(Path(root) / rel)
+        if isinstance(data, dict):
+            found[rel] = _named(rel, data)
+        elif rel in kept:
+            found[rel] = kept[rel]
+    return found
+
+
+def _union(readings: dict[str, Named]) -> Templates:
+    folders = frozenset(f for named in readings.values() for f in named[0])
+    files = frozenset(f for named in readings.values() for f in named[1])
+    return Templates(folders, files) if folders or files else NONE
 
 
 def read_templates(root: Path | str) -> Templates:
-    """The templates the settings of the vault at `root` name (see the module docstring)."""
-    config = Path(root) / CONFIG_FOLDER
-    folders: set[str] = set()
-    files: set[str] = set()
-    core = _read_json(config / CORE)
-    if isinstance(core, dict) and (folder := _clean(core.get("folder"), note=False)):
-        folders.add(folder)
-    templater = _read_json(config / TEMPLATER)
-    if isinstance(templater, dict) and (folder := _clean(templater.get("templates_folder"), note=False)):
-        folders.add(folder)
-    daily = _read_json(config / DAILY)
-    if isinstance(daily, dict) and (file := _clean(daily.get("template"), note=True)):
-        files.add(file)
-    periodic = _read_json(config / PERIODIC)
-    if isinstance(periodic, dict):
-        for period in periodic.values():
-            if isinstance(period, dict) and (file := _clean(period.get("template"), note=True)):
-                files.add(file)
-    return Templates(frozenset(folders), frozenset(files))
+    """The templates the settings of the vault at `root` name as read now (see the module docstring)."""
+    return _union(_readings(root, {}))
 
 
-_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], Templates]] = {}
+# Per vault root: the settings files' signature, what each file named when last read, and their union.
+_cache: dict[str, tuple[tuple[tuple[int, int] | None, ...], dict[str, Named], Templates]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -141,19 +171,21 @@ def _signature(root: Path | str) -> tuple[tuple[int, int] | None, ...]:
 
 
 def rules(root: Path | str) -> Templates:
-    """`read_templates(root)`, read again only when one of the settings files changed (four stats a call):
-    cheap enough for every walk and every batch of reconciled notes."""
+    """The vault's templates, read again only when one of the settings files changed (four stats a call):
+    cheap enough for every walk and every batch of reconciled notes. A settings file that cannot be read now
+    (being written, or gone) names what it named when this process last read it (`_readings`); a process that
+    never read it before takes it as naming nothing."""
     key = os.path.abspath(root)
     signature = _signature(root)
     with _cache_lock:
         cached = _cache.get(key)
     if cached is not None and cached[0] == signature:
-        return cached[1]
-    found = read_templates(root) if any(mark is not None for mark in signature) else NONE
+        return cached[2]
+    readings = _readings(root, cached[1] if cached is not None else {})
+    found = _union(readings)
     with _cache_lock:
-        previous = _cache.get(key)
-        _cache[key] = (signature, found)
-    if previous is not None and previous[1] != found:
+        _cache[key] = (signature, readings, found)
+    if cached is not None and cached[2] != found:
         log.info("the vault's templates are now: %s", found.describe())
     return found
 

@@ -459,9 +459,8 @@ def _require_note_path(root: Path, rel: str) -> None:
         )
     if template_rules(root).holds(rel):
         raise VaultError(
-            f"{rel!r} is one of the vault's note templates (named in Obsidian's template settings): engrama "
-            "never writes into templates, which Obsidian copies into every note made from them; give a path "
-            "outside the templates folder"
+            f"{rel!r} is one of the vault's note templates (its folder is named in Obsidian's template "
+            "settings): engrama never writes into templates, which Obsidian copies into every note made from them"
         )
 
 

@@ -46,7 +46,7 @@ from vault_sync.model import FileState
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
 from vault_sync.readers import OWED_ID
-from vault_sync.relations_block import add_relation, link_safe
+from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
 from vault_sync.scan import root_problem
 from vault_sync.writer import (
@@ -289,10 +289,11 @@ async def _link_text(rt: Runtime, node: Node) -> tuple[str, tuple[str, ...]]:
     With it, the other link texts that mean `node` in a relations block already (its file name and its name,
     each while it leads to it alone: how earlier versions wrote it), so the same relation is not added twice.
 
-    A path no wikilink can carry (a folder `[2024] Work` or `C# Notes`: a link stops at `#`) gives way to
-    the file name or the name, while one leads to `node` alone; else it is written as a plain value, which
-    the sync takes as written (`relations_block.relation_item`; review 19a: `[[C# Notes/Atlas]]` was read as
-    a link to note `C`)."""
+    A path no wikilink can carry (a folder `[2024] Work` or `C# Notes`: a link stops at `#`) is written as a
+    plain value, which the sync takes as written and resolves by path like a link, by file name once the note
+    has moved (`relations_block.relation_item`; review 19a: `[[C# Notes/Atlas]]` was read as a link to note
+    `C`). Not the bare file name, though it would make a link Obsidian can follow: a note of that name made
+    later would take the relation over (review 19c)."""
     if not node.path:
         return node.name, ()
     path = node.path[:-3] if node.path.lower().endswith(".md") else node.path
@@ -302,10 +303,6 @@ async def _link_text(rt: Runtime, node: Node) -> tuple[str, tuple[str, ...]]:
         for bare in dict.fromkeys((stem, node.name))
         if bare != path and await rt.store.read(sync_sql.bare_name_is_unique, bare, node.id)
     ]
-    if not link_safe(path):
-        linkable = next((bare for bare in same if link_safe(bare)), None)
-        if linkable is not None:
-            return linkable, tuple(t for t in (path, *same) if t != linkable)
     return path, tuple(same)
 
 
