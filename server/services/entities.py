@@ -255,8 +255,6 @@ def spelled_in_vault(root: Path, folder: str) -> str:
     saves it (decomposed). Notes there are read as the label's (`Profile.label_for_path` matches any case and
     either form), so a new note joins them rather than starting a second folder that differs only in case,
     which a sync client on a Mac or Windows computer would then have to merge (review 19a)."""
-    if (root / folder).is_dir():
-        return folder
     wanted = folded(folder)
     try:
         with os.scandir(root) as entries:
@@ -265,6 +263,10 @@ def spelled_in_vault(root: Path, folder: str) -> str:
             )
     except OSError:
         return folder
+    if folder in names:
+        return folder
+    # As listed, not as asked: on macOS and Windows `Projects` opens a folder listed as `projects`, and a note
+    # stored under the asked spelling would not be at the path the walk lists.
     return next((name for name in names if folded(name) == wanted), folder)
 
 
