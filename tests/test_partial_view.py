@@ -26,10 +26,12 @@ from server.live import live_sync
 from server.runtime import Runtime, open_runtime
 from server.services.errors import ServiceError
 from server.services.notesync import sync_note
+from server.services.remember import remember
 from server.settings import Settings
 from server.status import build_status
 from tests.test_e2e_stdio import call
 from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
+from vault_sync.errors import VaultError
 from vault_sync.reconcile import HOLD_BACK_MIN, HOLD_BACK_SHARE
 from vault_sync.watch import FOLDER, NOTE
 
@@ -110,6 +112,31 @@ async def test_deleted_changes_after_the_root_went_away_archive_nothing(
         with pytest.raises(ServiceError, match="not archived: the vault folder .* is missing"):
             await sync_note(rt, "Projects/Atlas.md")
     assert await active_paths(rt) == set(NOTES)
+
+
+async def test_the_empty_mount_point_of_a_share_archives_nothing_and_takes_no_note(
+    rt: Runtime, vault: Path, tmp_path: Path
+) -> None:
+    """Review 19b: a share unmounted leaves its mount point, an empty folder. A pass (the CLI's sync, or a server
+    walking a network vault every few seconds) took it for a vault whose every note went, and archived them all
+    (a small vault is under the hold-back), and the next remember wrote its note into the bare mount point,
+    where it was hidden once the share came back. (A delete the watcher saw is archived: an unmount is not
+    reported as one.)"""
+    sync = rt.require_sync()
+    await sync.sync_vault()
+    shutil.move(str(vault), str(tmp_path / "share"))  # unmounted: the mount point stays, empty
+    vault.mkdir()
+    held = await sync.sync_vault()
+    assert (held.archived, held.archive_held_back) == (0, len(NOTES)), held
+    assert held.archive_hint is not None and "share or drive that is not mounted" in held.archive_hint
+    assert await active_paths(rt) == set(NOTES)
+    with pytest.raises(VaultError, match="is empty"):
+        await remember(rt, "Project", "Kite", {}, "met the supplier")
+    assert list(vault.iterdir()) == []
+    vault.rmdir()
+    shutil.move(str(tmp_path / "share"), str(vault))  # mounted again
+    report = await sync.sync_vault()
+    assert (report.archived, report.unchanged) == (0, len(NOTES))
 
 
 # --- cloud placeholders -----------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from vault_sync.report import (
     NoteOutcome,
     SyncReport,
 )
-from vault_sync.scan import presence, scan_vault
+from vault_sync.scan import presence, scan_vault, vault_is_empty
 from vault_sync.writer import NoteBusy
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
@@ -720,13 +720,16 @@ class VaultSync:
         if templated:
             log.info("%d notes are now templates (%s): archived", len(templated), rules.describe())
         leaving = await self._count_leaving([p for p in gone if p not in templated], known)
-        if not confirm and leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known):
+        # A vault folder holding nothing at all (not even `.obsidian`) is the empty mount point of a share or
+        # drive that is not mounted, however few notes it held (review 19b: a small vault was archived whole).
+        empty = bool(leaving) and await asyncio.to_thread(vault_is_empty, self.root)
+        if not confirm and (empty or (leaving >= HOLD_BACK_MIN and leaving >= HOLD_BACK_SHARE * len(known))):
             paths = [path for path in gone if _reported(path, reported) or path in templated]
             seen = set(paths)
             held = await self._count_leaving([p for p in gone if p not in seen], known)
             if held:
                 report.archive_held_back = held
-                report.archive_hint = _hold_back_hint(held, len(known))
+                report.archive_hint = _hold_back_hint(held, len(known), empty=empty)
                 log.warning("%s", report.archive_hint)
         for path in paths:
             outcome = await self._archive(path, dry_run)
@@ -780,12 +783,17 @@ def _reported(path: str, reported: Container[str]) -> bool:
     return any("/".join(parts[:depth]) in reported for depth in range(1, len(parts) + 1))
 
 
-def _hold_back_hint(leaving: int, live: int) -> str:
+def _hold_back_hint(leaving: int, live: int, *, empty: bool = False) -> str:
     share = round(100 * leaving / live) if live else 100
+    where = (
+        "the vault folder holds nothing at all, as the mount point of a share or drive that is not mounted does"
+        if empty
+        else "the vault may be only partly there (a drive unplugged, a share not mounted, a cloud folder still "
+        "downloading)"
+    )
     return (
         f"{leaving} of the {live} notes engrama knows ({share}%) are missing from the vault at once, so none "
-        "was archived: the vault may be only partly there (a drive unplugged, a share not mounted, a cloud "
-        "folder still downloading). If you did delete them, confirm with `engrama-vault sync "
+        f"was archived: {where}. If you did delete them, confirm with `engrama-vault sync "
         "--confirm-archive` or engrama_sync_vault(confirm_archive=true)"
     )
 

@@ -202,6 +202,12 @@ def _listing_problem(path: str, *, empty_is_a_problem: bool = False) -> str | No
         return f"cannot be listed: {_describe(exc)}"
 
 
+def vault_is_empty(root: Path) -> bool:
+    """Whether the vault folder holds nothing at all (not even `.obsidian`): the mount point of a share or
+    drive that is not mounted, when the graph knows notes there."""
+    return _listing_problem(os.path.abspath(root), empty_is_a_problem=True) == "is empty"
+
+
 def root_problem(root: Path, *, holds_notes: bool) -> str | None:
     """What says the vault is not all there, or None: its root missing or unreadable (a drive unplugged, a
     share not mounted), or, when it should hold notes (`holds_notes`: the graph knows some), holding nothing
