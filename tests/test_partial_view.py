@@ -346,3 +346,28 @@ async def test_a_folder_that_cannot_be_listed_keeps_its_notes_under_the_live_ser
             report = await call(session, "engrama_sync_vault", {})
             assert report["archived"] == 1
     assert active_in(db_path) == 2
+
+
+@needs_cli
+def test_a_note_in_a_folder_engrama_may_not_write_is_searchable_without_its_id_line(
+    vault: Path, db_path: Path, restore_modes: Callable[[Path, int], None]
+) -> None:
+    """Review 19b: a note that can be read but not written (a read-only mount, a folder this user may not write,
+    a note locked or made immutable) failed the sync, unsearchable, while a note made read-only was indexed."""
+    fill(vault, {"Locked/Garden.md": "Plain note about gardening.\n", "Open.md": "Open note.\n"})
+    before = (vault / "Locked/Garden.md").read_bytes()
+    restore_modes(vault / "Locked", 0o555)  # readable and listable, not writable: no temp file, no rename
+    done = subprocess.run(
+        unprivileged([str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path)]),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "indexed without an id line: Locked/Garden.md" in done.stdout and "0 failed" in done.stdout
+    assert (vault / "Locked/Garden.md").read_bytes() == before
+    found = subprocess.run(
+        [str(COMMAND), "search", "--vault", str(vault), "--db", str(db_path), "--no-sync", "gardening"],
+        capture_output=True,
+        text=True,
+    )
+    assert "Locked/Garden.md" in found.stdout, found.stdout + found.stderr

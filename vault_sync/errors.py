@@ -25,6 +25,11 @@ class NoteReadOnly(VaultError):
     """A note the person made read-only (no one may write it): engrama does not write into it either."""
 
 
+class NoteUnwritable(VaultError):
+    """The note can be read but the file system refuses to write it: a read-only mount, a folder this user may
+    not write, a note locked or made immutable. Like a read-only note, it is indexed without its id line."""
+
+
 class ConcurrentEdit(VaultError):
     """The file changed between our read and our write, and re-basing did not converge."""
 

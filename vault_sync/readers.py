@@ -18,7 +18,7 @@ from vault_sync import identify
 from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
-from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, VaultError
+from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, NoteUnwritable, VaultError
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
@@ -217,6 +217,7 @@ class NoteReader:
         except (
             IdLineRefused,
             NoteReadOnly,
+            NoteUnwritable,
             NoteInConflict,
         ) as exc:  # indexed all the same (reconcile), saying why
             return replace(read, id_not_written=describe(exc))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vault_sync import identify, templates
 from vault_sync.attention import load_attention, save_attention
-from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, VaultError
+from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, NoteUnwritable, VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
 from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
 from vault_sync.protocol import GraphPort
@@ -527,10 +527,10 @@ class VaultSync:
                     injected = True
                 except NoteBusy:
                     busy = True  # a save began since the read: index it now, write the line once quiet
-                except (IdLineRefused, NoteReadOnly, NoteInConflict) as exc:
-                    # It parses, but cannot take the line (read-only, a layout such as JSON, a merge conflict
-                    # the person is resolving): indexed all the same, its id kept in the database only; tried
-                    # again when the note changes.
+                except (IdLineRefused, NoteReadOnly, NoteUnwritable, NoteInConflict) as exc:
+                    # It parses, but cannot take the line (read-only, on a read-only file system or locked, a
+                    # layout such as JSON, a merge conflict the person is resolving): indexed all the same, its
+                    # id kept in the database only; tried again when the note changes.
                     not_written = describe(exc)
                 except (OSError, VaultError) as exc:
                     return NoteOutcome(read.path, FAILED, error=describe(exc))

@@ -66,6 +66,7 @@ from vault_sync.errors import (
     ConcurrentEdit,
     NoteInConflict,
     NoteReadOnly,
+    NoteUnwritable,
     PathOutsideVault,
     UnreadableNote,
     VaultError,
@@ -660,7 +661,7 @@ def _replace_if_unchanged(real: Path, rel: str, tmp: Path, base: str) -> _Replac
             raise ConcurrentEdit(
                 f"{rel} was moved or deleted while engrama edited it; nothing was written"
             ) from None
-        raise VaultError(f"cannot replace {rel}: {exc.strerror}; check the folder's permissions") from None
+        raise _unwritable(exc, f"cannot replace {rel}") from None
     held: Path | None = None  # the temp name that holds the replaced note after an exchange
     if exchanged:  # `tmp` now names the file that was at the note's path the instant before
         try:
@@ -1135,10 +1136,21 @@ def _create_temp(folder: Path, mode: int, name: Callable[[], str]) -> tuple[int,
         except FileExistsError:
             continue  # 64 random bits collided; astronomically rare, just draw again
         except OSError as exc:
-            raise VaultError(
-                f"cannot write in folder {folder}: {exc.strerror}; check its permissions"
-            ) from None
+            raise _unwritable(exc, f"cannot write in folder {folder}") from None
     raise VaultError(f"cannot create a temp file in {folder}; remove stray .engrama-tmp-* files there")
+
+
+def _unwritable(exc: OSError, what: str) -> VaultError:
+    """What a refused write raises: `NoteUnwritable` when the file system will not let this user write there
+    (the note stays readable: the sync indexes it without its id line), a plain VaultError otherwise."""
+    if exc.errno == errno.EROFS:
+        return NoteUnwritable(f"{what}: the vault is on a read-only file system; nothing was written")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return NoteUnwritable(
+            f"{what}: {exc.strerror} (the folder's permissions, or a note locked or made immutable); nothing "
+            "was written"
+        )
+    return VaultError(f"{what}: {exc.strerror}; nothing was written")
 
 
 def _keep_owner(fd: int, owner: tuple[int, int]) -> None:
