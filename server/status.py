@@ -40,6 +40,22 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     return status
 
 
+async def first_catch_up(rt: Runtime) -> int | None:
+    """How many changes the lease holder's first reconcile of the vault still has to go through (a new
+    database, or notes edited while no server ran), or None once it is done (or without a live sync: the CLI).
+    Until then the graph is only part of the vault."""
+    role = rt.state.get("lease")
+    if rt.settings.vault is None or role not in ("holder", "follower"):
+        return None
+    facts: dict[str, Any] | None = dict(rt.state) if role == "holder" else await _holders_facts(rt, role)
+    if facts is None:
+        return None
+    pending = facts.get("pending")
+    if not isinstance(pending, int) or pending <= 0 or facts.get("last_reconcile_at"):
+        return None
+    return pending
+
+
 async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:
     """The lease holder's live facts, read from the database, for a process that does not hold the lease."""
     if rt.settings.vault is None or role == "holder":

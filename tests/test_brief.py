@@ -12,11 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from server.live import live_sync
 from server.runtime import Runtime, open_runtime
-from server.services.brief import record_brief, render_brief
+from server.services.brief import deliver_brief, record_brief, render_brief
 from server.services.brief_render import FLOORS, Item, Section, estimate_tokens, fit, wikilink
 from server.services.remember import remember
 from server.settings import Settings
+from server.status import first_catch_up
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
 
@@ -284,3 +286,26 @@ async def test_a_note_met_just_before_a_brief_and_edited_after_it_is_edited_not_
     await resync(example, "Projects/Harbor Analytics.md")
     text = (await render_brief(example, client="cli")).markdown
     assert "- edited: [[Harbor Analytics]]" in text and "new:" not in text
+
+
+async def test_a_brief_while_the_server_first_takes_in_the_vault_says_so_and_keeps_its_mark(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 19b: a conversation started while a new server took in a large vault was told "Nothing is
+    remembered yet ... sync it once", and that brief's mark made the next one list every note as changed."""
+    for i in range(1500):
+        folder = vault / f"F{i % 30}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"Note {i}.md").write_text(f"# Note {i}\nA line about topic {i % 97}.\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        during = await deliver_brief(rt, client="claude-ai")
+        assert await first_catch_up(rt) is not None, (
+            "the catch-up ended before the brief: make the vault larger"
+        )
+        assert "engrama is still taking in the vault" in during.markdown
+        assert "Nothing is remembered yet" not in during.markdown and during.mark is None
+        await live.wait_idle(120)
+        assert await first_catch_up(rt) is None
+        after = await render_brief(rt, client="claude-ai")
+    assert after.since is None  # still this client's first brief: nothing was taken for seen
+    assert "still taking in" not in after.markdown

@@ -16,7 +16,7 @@ last `FIRST_BRIEF_DAYS` days.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,6 +26,7 @@ from server.search.service import search
 from server.services import brief_sections
 from server.services.brief_render import Section, estimate_tokens, fit
 from server.services.brief_sections import Gathered, roles
+from server.status import first_catch_up
 from server.store import brief_sql, insights_sql
 from server.store.brief_sql import Entry, Mark
 
@@ -89,12 +90,24 @@ async def render_brief(
     now = datetime.now(UTC).replace(microsecond=0)
     focus_nodes = await rt.store.find_nodes(project) if project and project.strip() else []
     focus_id = focus_nodes[0].id if focus_nodes else None
+    taking_in = await first_catch_up(rt)
     got = await rt.store.read(_gather, rt.profile, client, now, focus_id)
+    if taking_in is not None:
+        # The graph holds only part of the vault yet: what changed cannot be told, and a mark set now would
+        # make the next brief report every note the catch-up takes in as changed (review 19b).
+        got = replace(got, mark=None)
     query = " ".join(part.strip() for part in (cues or "", project or "") if part and part.strip())
     hits = (await search(rt, query, limit=RELATED_LIMIT)).results if query else []
     ambiguous = await rt.store.read(brief_sql.ambiguous_stems, _stems(got, [h.path for h in hits]))
     header, sections = brief_sections.build(
-        got, hits, ambiguous, client=client, query=query, project=project, vault=rt.settings.vault is not None
+        got,
+        hits,
+        ambiguous,
+        client=client,
+        query=query,
+        project=project,
+        vault=rt.settings.vault is not None,
+        taking_in=taking_in,
     )
     markdown, shown = fit(header, sections, budget_tokens)
     return Brief(

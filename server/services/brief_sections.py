@@ -89,12 +89,25 @@ def build(
     query: str,
     project: str | None,
     vault: bool,
+    taking_in: int | None = None,
 ) -> tuple[list[str], list[Section]]:
-    """The header lines and the sections, most important first."""
+    """The header lines and the sections, most important first. `taking_in`: the changes the server's first
+    reconcile of the vault still has to go through (None once it is done)."""
 
     def link(name: str, path: str | None) -> str:
         return wikilink(name, path, ambiguous)
 
+    if taking_in is not None:
+        note = (
+            f"engrama is still taking in the vault ({got.notes:,} notes so far): this brief shows only part of "
+            "it. Search works on what is in; ask for the brief again in a minute."
+        )
+        if got.entities == 0:
+            return ["# Memory brief: the vault is being taken in", note], []
+        header, sections = build(
+            got, hits, ambiguous, client=client, query=query, project=project, vault=vault, taking_in=None
+        )
+        return [header[0], note, *header[1:]], sections
     if got.entities == 0:
         return _empty_header(vault), []
     sections = [
