@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -35,16 +36,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    level = str(getattr(args, "log_level", None) or os.environ.get("ENGRAMA_LOG_LEVEL") or "WARNING").upper()
+    if level not in LEVELS:
+        parser.error(
+            f"the log level must be one of {', '.join(LEVELS)}, not {level!r} (--log-level, ENGRAMA_LOG_LEVEL)"
+        )
     logging.basicConfig(
         stream=sys.stderr,
-        level=getattr(logging, str(getattr(args, "log_level", None) or "WARNING").upper(), logging.WARNING),
+        level=getattr(logging, level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         return int(args.handler(args) or 0)
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): nothing more to say. Point stdout at nothing so the
+        # interpreter's final flush does not fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except FIXABLE as exc:
         print(f"engrama-vault {args.command}: {exc}", file=sys.stderr)
         return 2

@@ -90,11 +90,31 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None and v != ""), None)
 
 
+_YES = ("1", "true", "yes", "on", "")
+_NO = ("0", "false", "no", "off")
+
+
+def _names(value: object) -> list[str] | None:
+    """Module names as given: a list (YAML), or one string of names split by commas or spaces (an environment
+    variable, or `modules: teaching, ai` written by hand in the vault's config)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [m for m in value.replace(",", " ").split() if m]
+    if isinstance(value, list | tuple):
+        return [str(m) for m in value]
+    raise ConfigError(f"modules must be a list of names or a string of names, not {value!r}")
+
+
 def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> Settings:
     """Combine CLI flags (None = not given), the environment and the vault's recorded config."""
     env = os.environ if env is None else env
     vault_raw = _first(flags.get("vault"), env.get("ENGRAMA_VAULT"))
     vault = Path(vault_raw).expanduser().resolve() if vault_raw else None
+    if vault is not None and vault.exists() and not vault.is_dir():
+        raise ConfigError(
+            f"{vault} is a file, not a folder; pass --vault with the path of your Obsidian vault's folder"
+        )
     if vault is not None and not vault.is_dir():
         raise ConfigError(
             f"vault folder {vault} does not exist; pass --vault with the path of your Obsidian vault"
@@ -103,11 +123,7 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
     db_raw = _first(flags.get("db"), env.get("ENGRAMA_DB_PATH"))
     db_path = Path(db_raw).expanduser().resolve() if db_raw else default_db_path(vault)
     modules_env = env.get("ENGRAMA_MODULES")
-    modules = _first(
-        flags.get("modules"),
-        [m for m in modules_env.replace(",", " ").split() if m] if modules_env else None,
-        recorded.get("modules"),
-    )
+    modules = _first(flags.get("modules"), _names(modules_env), _names(recorded.get("modules")))
     provider, choice = _embedding_provider(flags, env)
     dims_raw = _first(flags.get("embedding_dimensions"), env.get("EMBEDDING_DIMENSIONS"))
     try:
@@ -116,11 +132,9 @@ def build_settings(flags: Mapping[str, Any], env: Mapping[str, str] | None = Non
         raise ConfigError(f"EMBEDDING_DIMENSIONS must be a whole number, not {dims_raw!r}") from exc
     watch_flag = flags.get("watch")
     watch_env = env.get("ENGRAMA_WATCH")
-    watch = (
-        watch_flag
-        if watch_flag is not None
-        else (watch_env or "1").lower() not in ("0", "false", "no", "off")
-    )
+    if watch_env is not None and watch_env.strip().lower() not in (*_YES, *_NO):
+        raise ConfigError(f"ENGRAMA_WATCH must be 1 or 0 (on or off), not {watch_env!r}")
+    watch = watch_flag if watch_flag is not None else (watch_env or "1").strip().lower() not in _NO
     settle_raw = env.get("ENGRAMA_SETTLE_SECONDS")
     try:
         settle = float(settle_raw) if settle_raw else None

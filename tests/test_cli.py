@@ -180,3 +180,68 @@ def test_a_damaged_database_is_one_line_that_says_to_move_it_aside(tmp_path: Pat
     assert (
         "is damaged" in line and "move it aside or delete it" in line and "rebuilds it from the vault" in line
     )
+
+
+# --- review 19b: the unhappy paths of a first run -------------------------------------------------------------
+
+
+def test_a_database_folder_that_cannot_be_made_is_one_line_that_says_what_to_do(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (tmp_path / "afile").write_text("not a folder\n")
+    for command in ("status", "sync"):
+        done = run(command, "--vault", str(vault), "--db", str(tmp_path / "afile" / "g.db"))
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert "cannot create the database folder" in done.stderr and "--db" in done.stderr
+
+
+def test_output_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path: Path) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    shutil.copytree(REPO / "examples" / "vault", vault)
+    assert run("sync", "--vault", str(vault), "--db", str(db)).returncode == 0
+    reader = subprocess.Popen(
+        [SCRIPT, "reflect", "--vault", str(vault), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # `| head -0`: the reader is gone before the first line
+    err = reader.stderr.read()
+    assert reader.wait() == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_modules_written_by_hand_as_one_string_are_names_not_letters(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".engrama").mkdir(parents=True)
+    (vault / ".engrama" / "config.yaml").write_text("profile: base\nmodules: teaching, ai\n")
+    done = run("status", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["profile"]["modules"] == ["teaching", "ai"]
+
+
+def test_settings_given_through_the_environment_are_used_or_refused_with_the_right_words(
+    tmp_path: Path,
+) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    vault.mkdir()
+    (vault / "Note.md").write_text("A note.\n")
+    said = run("sync", "--vault", str(vault), "--db", str(db), env={"ENGRAMA_LOG_LEVEL": "info"})
+    assert said.returncode == 0 and " INFO " in said.stderr, said.stderr
+    bad = run("sync", "--vault", str(vault), "--db", str(db), env={"ENGRAMA_LOG_LEVEL": "verbose"})
+    assert bad.returncode == 2 and "the log level must be one of" in bad.stderr
+    watch = run("status", "--vault", str(vault), "--db", str(db), env={"ENGRAMA_WATCH": "disable"})
+    assert watch.returncode == 2 and "ENGRAMA_WATCH must be 1 or 0" in watch.stderr, watch.stderr
+    afile = run("status", "--vault", str(vault / "Note.md"), "--db", str(db))
+    assert afile.returncode == 2 and "is a file, not a folder" in afile.stderr, afile.stderr
+
+
+def test_search_on_new_notes_says_they_wait_for_a_sync_not_that_they_could_not_be_read(
+    tmp_path: Path,
+) -> None:
+    vault, db = tmp_path / "vault", tmp_path / "g.db"
+    vault.mkdir()
+    (vault / "Kite.md").write_text("A kite in the wind.\n")
+    done = run("search", "--vault", str(vault), "--db", str(db), "kite")
+    assert "could not be read" not in done.stderr, done.stderr
+    assert "1 new note(s) are not searchable yet: `engrama-vault sync`" in done.stderr, done.stderr

@@ -16,6 +16,7 @@ from typing import Any
 
 from server.commands.common import CommandError, add_common_options, settings_from
 from server.runtime import open_runtime
+from vault_sync.reconcile import WAITING_FOR_HOLDER
 
 log = logging.getLogger(__name__)
 MAX_LIMIT = 50
@@ -52,9 +53,17 @@ def run(args: argparse.Namespace) -> int:
         async with open_runtime(settings, writable=False) as rt:
             if rt.sync is not None and not args.no_sync:
                 report = await rt.sync.sync_vault()
-                if report.errors:
+                waiting = [e for e in report.errors if e.error == WAITING_FOR_HOLDER]
+                if waiting:  # new notes: this command never writes their id line, so they wait for a sync
                     log.warning(
-                        "%d note(s) could not be read; `engrama-vault sync` names them", len(report.errors)
+                        "%d new note(s) are not searchable yet: `engrama-vault sync` (or a running server) takes "
+                        "them in",
+                        len(waiting),
+                    )
+                if len(report.errors) > len(waiting):
+                    log.warning(
+                        "%d note(s) could not be read; `engrama-vault sync` names them",
+                        len(report.errors) - len(waiting),
                     )
             embedder = await _query_embedder(rt)
             try:

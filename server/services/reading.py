@@ -108,7 +108,9 @@ async def read_note(
     max_chars: int = DEFAULT_PAGE_CHARS,
 ) -> NotePage:
     """A page of one note's text, found by vault path or by entity name, with its identity and links."""
-    if (path is None) == (name is None):
+    if path is None and name is None:
+        raise ServiceError("give the note's path (e.g. Projects/Engrama.md) or its name (e.g. Engrama)")
+    if path is not None and name is not None:
         raise ServiceError("give either path (e.g. Projects/Engrama.md) or name (e.g. Engrama), not both")
     if offset < 0 or not 1 <= max_chars <= MAX_PAGE_CHARS:
         raise ServiceError(f"offset must be 0 or more and max_chars between 1 and {MAX_PAGE_CHARS:,}")

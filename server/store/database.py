@@ -187,7 +187,13 @@ def connect_sync(
     """Open the database file with our pragmas, sqlite-vec if possible, and all migrations applied.
 
     `vec_extension` overrides the sqlite-vec library path (tests use a missing one to see the fallback)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseProblem(
+            f"cannot create the database folder {path.parent}: {exc.strerror or exc}; pass --db (or set "
+            "ENGRAMA_DB_PATH) with a file in a folder you may write"
+        ) from exc
     try:
         return _open(path, load_vec, vec_extension)
     except sqlean.DatabaseError as exc:
