@@ -78,15 +78,6 @@ async def test_paths_out_of_the_vault_and_ignored_files_are_refused(
         assert "absolute" in await error_of(session, "engrama_read_note", {"path": str(secret)})
         assert "symlink" in await error_of(session, "engrama_read_note", {"path": "escape.md"})
         assert "not a note" in await error_of(session, "engrama_read_note", {"path": ".obsidian/app.md"})
-        assert "either path" in await error_of(session, "engrama_read_note", {})
+        assert "give the note's path" in await error_of(session, "engrama_read_note", {})  # was "not both"
         bad = await call(session, "engrama_read_note", {"path": "bad.md"})
         assert bad["replaced_bytes"] is True and bad["text"] == "caf\ufffd\n"
-
-
-async def test_asking_for_no_note_at_all_says_to_give_a_path_or_a_name(
-    vault: Path, db_path: Path, tmp_path: Path
-) -> None:
-    """Review 19b: a call with neither was told "give either path or name, not both"."""
-    async with served(vault, db_path, tmp_path) as session:
-        said = await error_of(session, "engrama_read_note", {})
-    assert "not both" not in said and "give the note's path" in said, said
