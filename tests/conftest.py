@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 import vault_sync.reconcile
+from server.live import LiveSync, live_sync
+from server.runtime import Runtime, open_runtime
+from server.settings import Settings
 from server.store import GraphStore
 
 # Most tests write a note and reconcile it at once, then look for its engrama_id line. In production a note
@@ -55,3 +58,11 @@ async def store(db_path: Path) -> AsyncIterator[GraphStore]:
         yield graph
     finally:
         await graph.close()
+
+
+@pytest.fixture
+async def watched(vault: Path, db_path: Path) -> AsyncIterator[tuple[Runtime, LiveSync]]:
+    """A runtime over `vault` with its live sync running (the real watcher, a 50 ms window), caught up."""
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        await live.wait_idle()
+        yield rt, live

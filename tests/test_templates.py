@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,9 @@ from test_live import active_note_nodes, eventually, id_lines, new_note, node_at
 from test_reflect_support import synced
 from test_reflect_writeback import approved_insight, shared_sqlite
 
-from server.live import LiveSync, live_sync
+from server.live import LiveSync
 from server.reflect.service import InsightWriteError, write_insight_to_vault
-from server.runtime import Runtime, open_runtime
-from server.settings import Settings
+from server.runtime import Runtime
 from vault_sync import templates
 from vault_sync.errors import VaultError
 from vault_sync.writer import create_note
@@ -156,13 +154,6 @@ def test_a_template_indexed_before_its_folder_was_named_is_archived_and_a_note_m
 
 
 # --- live: the watcher, and the settings changing under it ------------------------------------------------
-
-
-@pytest.fixture
-async def watched(vault: Path, db_path: Path) -> AsyncIterator[tuple[Runtime, LiveSync]]:
-    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
-        await live.wait_idle()
-        yield rt, live
 
 
 async def test_a_template_saved_while_watched_is_never_given_an_id(

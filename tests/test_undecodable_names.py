@@ -8,15 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from test_live import eventually, node_at
 
-from server.live import LiveSync, live_sync
-from server.runtime import Runtime, open_runtime
-from server.settings import Settings
+from server.live import LiveSync
+from server.runtime import Runtime
 from vault_sync.scan import scan_vault
 
 SCRIPT = str(Path(sys.executable).parent / "engrama-vault")
@@ -72,13 +70,6 @@ def test_the_sync_command_syncs_the_rest_and_says_which_to_rename(tmp_path: Path
         "Good1.md",
         "Good2.md",
     ]
-
-
-@pytest.fixture
-async def watched(vault: Path, db_path: Path) -> AsyncIterator[tuple[Runtime, LiveSync]]:
-    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
-        await live.wait_idle()
-        yield rt, live
 
 
 async def test_one_made_while_watched_leaves_the_server_in_step(
