@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except BrokenPipeError:
+        if not stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode):
+            raise  # our output is no pipe: some other pipe broke, a real failure
         # The reader of our output went away (`| head`): nothing more to say. Point stdout at nothing so the
         # interpreter's final flush does not fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -222,6 +222,9 @@ class LiveSync:
         state["lease"] = self.role
         state["watching"] = rec.watching if rec else False
         state["pending"] = rec.pending if rec else 0
+        # Notes the first catch-up (no reconcile finished yet) still has to read: the graph is only part of the
+        # vault meanwhile (`status.first_catch_up`).
+        state["taking_in"] = rec.reading_left if rec and rec.last_reconcile_at is None else 0
         polling = rec.polling if rec else None
         state["polling_seconds"] = round(polling, 1) if polling is not None else None
         if rec is not None and rec.last_reconcile_at is not None:
@@ -236,7 +239,8 @@ class LiveSync:
         changes: an idle server writes nothing (a heartbeat kept the database from settling after a burst and
         wrote ~400 MB a day; review 17b). Whether the facts are current is the lease's to say (`shared_facts`)."""
         facts = {
-            key: state.get(key) for key in ("watching", "pending", "polling_seconds", "last_reconcile_at")
+            key: state.get(key)
+            for key in ("watching", "pending", "polling_seconds", "last_reconcile_at", "taking_in")
         }
         before = self._shared
         if facts == before:

@@ -99,8 +99,8 @@ def _names(value: object) -> list[str] | None:
     variable, or `modules: teaching, ai` written by hand in the vault's config)."""
     if value is None:
         return None
-    if isinstance(value, str):
-        return [m for m in value.replace(",", " ").split() if m]
+    if isinstance(value, str):  # blank (a placeholder in a client's config) names nothing, as if unset
+        return [m for m in value.replace(",", " ").split() if m] or None
     if isinstance(value, list | tuple):
         return [str(m) for m in value]
     raise ConfigError(f"modules must be a list of names or a string of names, not {value!r}")

@@ -41,19 +41,19 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
 
 
 async def first_catch_up(rt: Runtime) -> int | None:
-    """How many changes the lease holder's first reconcile of the vault still has to go through (a new
-    database, or notes edited while no server ran), or None once it is done (or without a live sync: the CLI).
-    Until then the graph is only part of the vault."""
+    """While the lease holder's first reconcile of the vault runs: how many notes it still has to read (0 while
+    it is still walking the vault, or when it finds every note as the graph has it: a restart); None once it
+    is done, or without a live sync (the CLI). Until it is done, the graph may be only part of the vault."""
     role = rt.state.get("lease")
     if rt.settings.vault is None or role not in ("holder", "follower"):
         return None
     facts: dict[str, Any] | None = dict(rt.state) if role == "holder" else await _holders_facts(rt, role)
     if facts is None:
         return None
-    pending = facts.get("pending")
+    pending, left = facts.get("pending"), facts.get("taking_in")
     if not isinstance(pending, int) or pending <= 0 or facts.get("last_reconcile_at"):
         return None
-    return pending
+    return left if isinstance(left, int) and left > 0 else 0
 
 
 async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:

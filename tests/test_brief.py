@@ -245,6 +245,9 @@ async def test_a_first_brief_after_adopting_a_vault_names_what_the_person_change
     named = " ".join(item.text for item in changes.items)
     assert "[[Fresh]]" in named and "[[Harbor Analytics]]" in named
     assert changes.total == 2, named
+    # A first brief cannot tell a note made in its window from one edited there (review 19d: an old note edited
+    # yesterday was called new): both are "changed".
+    assert named.startswith("changed: ") and "new:" not in named, named
     [work] = [s for s in brief.sections if s.key == "work"]
     assert [item.name for item in work.items][:2] == ["Harbor Analytics", "Engrama"]  # the person's order
 
@@ -306,6 +309,11 @@ async def test_a_brief_while_the_server_first_takes_in_the_vault_says_so_and_kee
         assert "Nothing is remembered yet" not in during.markdown and during.mark is None
         await live.wait_idle(120)
         assert await first_catch_up(rt) is None
-        after = await render_brief(rt, client="claude-ai")
+        after = await deliver_brief(rt, client="claude-ai")
     assert after.since is None  # still this client's first brief: nothing was taken for seen
     assert "still taking in" not in after.markdown
+    # Review 19d: after a restart the catch-up finds every note as it was: nothing is being taken in.
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        again = await deliver_brief(rt, client="claude-ai")
+        assert "still taking in" not in again.markdown and again.mark is not None
+        assert "Nothing changed in the vault since the previous brief." in again.markdown

@@ -218,6 +218,11 @@ def test_modules_written_by_hand_as_one_string_are_names_not_letters(tmp_path: P
     done = run("status", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["profile"]["modules"] == ["teaching", "ai"]
+    # a blank ENGRAMA_MODULES (a placeholder in a client's config) is as if unset (review 19d)
+    blank = run(
+        "status", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--json", env={"ENGRAMA_MODULES": ""}
+    )
+    assert json.loads(blank.stdout)["profile"]["modules"] == ["teaching", "ai"]
 
 
 def test_settings_given_through_the_environment_are_used_or_refused_with_the_right_words(

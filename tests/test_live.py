@@ -216,6 +216,7 @@ async def test_a_note_renamed_as_a_new_one_takes_its_old_name_keeps_its_id(
 
 
 async def test_a_deleted_note_is_archived(rt: Runtime, vault: Path, live: LiveSync) -> None:
+    (vault / ".obsidian").mkdir(exist_ok=True)  # a vault emptied of notes, not an empty mount point
     await new_note(rt, vault, "Plan.md", "# Plan\nhyrax\n")
     (vault / "Plan.md").unlink()
     await eventually(lambda: _status_is(rt, "Plan.md", "archived"))
@@ -244,6 +245,7 @@ async def test_a_renamed_folder_keeps_every_id(rt: Runtime, vault: Path, live: L
 async def test_a_folder_moved_out_of_the_vault_is_archived(
     rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
 ) -> None:
+    (vault / ".obsidian").mkdir(exist_ok=True)  # a vault emptied of notes, not an empty mount point
     for name in ("A", "B"):
         await new_note(rt, vault, f"Gone/{name}.md", f"# {name}\n")
     os.rename(vault / "Gone", tmp_path / "elsewhere")  # watchdog reports this as a delete after 0.5 s

@@ -33,6 +33,7 @@ from tests.test_e2e_stdio import call
 from tests.test_live import eventually, no_leaked_threads  # noqa: F401 (an autouse fixture)
 from vault_sync.errors import VaultError
 from vault_sync.reconcile import HOLD_BACK_MIN, HOLD_BACK_SHARE
+from vault_sync.report import FAILED
 from vault_sync.watch import FOLDER, NOTE
 
 COMMAND = Path(sys.executable).parent / "engrama-vault"
@@ -129,6 +130,8 @@ async def test_the_empty_mount_point_of_a_share_archives_nothing_and_takes_no_no
     held = await sync.sync_vault()
     assert (held.archived, held.archive_held_back) == (0, len(NOTES)), held
     assert held.archive_hint is not None and "share or drive that is not mounted" in held.archive_hint
+    # A note looked at on its own (a watcher's event, a note owed its id line checked again: review 19d)
+    assert (await sync.sync_path("Projects/Zephyr.md")).action == FAILED
     assert await active_paths(rt) == set(NOTES)
     with pytest.raises(VaultError, match="is empty"):
         await remember(rt, "Project", "Kite", {}, "met the supplier")
@@ -371,3 +374,11 @@ def test_a_note_in_a_folder_engrama_may_not_write_is_searchable_without_its_id_l
         text=True,
     )
     assert "Locked/Garden.md" in found.stdout, found.stdout + found.stderr
+    # Writable again (a mount made read-write, a lock lifted), with nothing in the note changed: the next pass
+    # writes its line (review 19d: it stayed without one until the person edited it).
+    (vault / "Locked").chmod(0o755)
+    again = subprocess.run(
+        [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path)], capture_output=True, text=True
+    )
+    assert again.returncode == 0 and "1 ids inserted" in again.stdout, again.stdout + again.stderr
+    assert (vault / "Locked/Garden.md").read_bytes().startswith(b"---\nengrama_id: ")

@@ -170,6 +170,9 @@ class LiveReconciler:
         self._pass_wanted = False
         self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
+        # Notes the running full pass still has to read (0 outside a pass, and in a pass that finds every note
+        # as the graph has it): how much of the vault a first catch-up has yet to take in.
+        self.reading_left = 0
         # Paths of the changes a reconcile is working on: off the queue, not yet done (nor owed again).
         self._working: set[str] = set()
         self._last_pass = time.monotonic()
@@ -571,6 +574,7 @@ class LiveReconciler:
             raise
         finally:
             self._pass_left = 1 if self._pass_wanted else 0
+            self.reading_left = 0
             self._pass_ended = time.monotonic()
         self._saw(report)
         self.full_passes += 1
@@ -598,6 +602,7 @@ class LiveReconciler:
         # At least 1 until the pass ends: after its last batch it still decides postponed notes and archives
         # the notes that are gone.
         self._pass_left = max(total - done, 1)
+        self.reading_left = max(total - done, 0)
         self._on_update()
 
     async def _guarded(self, job: Awaitable[None], what: str) -> bool:

@@ -60,6 +60,9 @@ class NoteRead:
     injected: bool = False  # the engrama_id line was inserted by this read
     blank: bool = False  # nothing but whitespace (an editor's truncation, or Obsidian's new `Untitled.md`)
     id_not_written: str | None = None  # the id line could not be written into it (read-only, JSON...): why
+    # Not written for a reason of the file system's, which may pass with nothing in the note changing (a
+    # read-only mount made writable, a lock lifted): the line is tried again at the next pass (`NoteUnwritable`).
+    id_retry: bool = False
     arrived: bool = False  # reported as it arrived from elsewhere, not saved here (`arrived`, `read_one`)
 
     def quiet_for(self, now_ns: int | None = None) -> float:
@@ -203,7 +206,7 @@ class NoteReader:
         if result.before_checksum == read.state.checksum:
             # The edit was based on the bytes we parsed, and it only inserts the id line (verified by set_id):
             # the person last changed the note when those bytes were written, not now.
-            state = replace(state, touched_ns=read.state.touched_ns or read.state.mtime_ns)
+            state = replace(state, touched_ns=read.state.mtime_ns)
             return replace(read.note, engrama_id=node_id, has_frontmatter=True), state, read.chunks
         note = self.parse(read.path, written)  # re-based on newer content: parse what we wrote
         note = replace(note, file_began=read.note.file_began)
@@ -220,7 +223,7 @@ class NoteReader:
             NoteUnwritable,
             NoteInConflict,
         ) as exc:  # indexed all the same (reconcile), saying why
-            return replace(read, id_not_written=describe(exc))
+            return replace(read, id_not_written=describe(exc), id_retry=isinstance(exc, NoteUnwritable))
         except (OSError, VaultError) as exc:
             return replace(read, note=None, error=describe(exc))
         return replace(read, note=note, state=state, chunks=chunks, injected=True)

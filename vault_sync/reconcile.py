@@ -371,6 +371,8 @@ class VaultSync:
         outer = None if dry_run else outer
         later: Later = outer if outer is not None else {}
         pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
+        if batches:
+            await _report(progress, report.unchanged, total)  # what is left to read, before the first batch
         try:
             for index, batch in enumerate(batches):
                 assert pending is not None
@@ -521,6 +523,7 @@ class VaultSync:
             busy = False
             takeover = self._takeover_wait(read, owner, known) if self.writable else 0.0
             not_written = read.id_not_written  # the reader tried already
+            retry = read.id_retry
             if self.writable and not_written is None and read.may_take_id(self.settle) and takeover <= 0:
                 try:
                     note, state, chunks = await asyncio.to_thread(self.reader.write_id, read, node_id)
@@ -531,11 +534,15 @@ class VaultSync:
                     # It parses, but cannot take the line (read-only, on a read-only file system or locked, a
                     # layout such as JSON, a merge conflict the person is resolving): indexed all the same, its
                     # id kept in the database only; tried again when the note changes.
-                    not_written = describe(exc)
+                    not_written, retry = describe(exc), isinstance(exc, NoteUnwritable)
                 except (OSError, VaultError) as exc:
                     return NoteOutcome(read.path, FAILED, error=describe(exc))
             if not_written is not None:
                 log.warning("%s: indexed without an engrama_id line: %s", read.path, not_written)
+            if retry:
+                # The file system refused, not the note: recorded as owed, so the next pass reads it again and
+                # writes the line once it may (and a rename meanwhile keeps its node: `_renamed_owing`).
+                state = replace(state, checksum=OWED_ID)
             if not injected and not_written is None:
                 owed = True  # indexed under its id now; the line is written once the note is quiet
                 state = replace(state, checksum=OWED_ID)
@@ -732,7 +739,7 @@ class VaultSync:
                 report.archive_hint = _hold_back_hint(held, len(known), empty=empty)
                 log.warning("%s", report.archive_hint)
         for path in paths:
-            outcome = await self._archive(path, dry_run)
+            outcome = await self._archive(path, dry_run, confirmed=confirm)
             if outcome.action in (ARCHIVED, FAILED):
                 report.add(outcome)
 
@@ -749,11 +756,12 @@ class VaultSync:
                 leaving += 1
         return leaving
 
-    async def _archive(self, rel: str, dry_run: bool) -> NoteOutcome:
+    async def _archive(self, rel: str, dry_run: bool, *, confirmed: bool = False) -> NoteOutcome:
         """Archive the node of the note that was at `rel`, once the vault vouches that it is really gone.
 
         A missing vault root, a folder that cannot be listed, or a cloud placeholder in the note's place mean
-        the note may still be there: it is left as it was, and the outcome says why (`scan.presence`)."""
+        the note may still be there: it is left as it was, and the outcome says why (`scan.presence`). So does
+        a vault folder holding nothing at all, unless the person `confirmed` that the notes went."""
         if not dry_run:
             self.deferred.pop(rel, None)  # nothing is owed to a note that is not there
             self._takeovers.pop(rel, None)
@@ -764,6 +772,7 @@ class VaultSync:
                 self.root,
                 rel,
                 still_a_note=classify(rel) == "note" and not templates.rules(self.root).holds(rel),
+                emptied=confirmed,
             )
         )
         if seen.state == "there":  # back already: the event it came back with syncs it

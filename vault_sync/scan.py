@@ -136,10 +136,12 @@ class Presence:
     reason: str = ""
 
 
-def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = False) -> Presence:
+def presence(
+    root: Path, rel: str, *, still_a_note: bool = True, folder: bool = False, emptied: bool = False
+) -> Presence:
     """Whether the note or folder at vault path `rel` is really gone, before anything is archived for it.
 
-    "gone" only when the vault root is a folder that can be listed, every folder on the way to `rel` that
+    "gone" only when the vault root is a folder that can be listed and holds something, every folder on the way to `rel` that
     still exists can be listed too, and the first missing part is really missing (not found, or a file where
     a folder was). "unseen" for everything else: the root missing (an unplugged drive, an unmounted share), a
     folder that cannot be listed, an I/O or permission error, a broken symlink, or an iCloud placeholder
@@ -147,10 +149,14 @@ def presence(root: Path, rel: str, *, still_a_note: bool = True, folder: bool = 
     path no longer names a note, e.g. it is now recognised as a conflict copy), or when it is a symlink to
     another note of the vault (`links_to_note`), the file itself may stay.
     With `folder=True`, `rel` names a folder: "there" only for a folder that can be listed, "gone" for a file;
-    without, `rel` names a note: "gone" for a folder.
+    without, `rel` names a note: "gone" for a folder. `emptied`: the person confirmed they emptied the vault
+    folder, so a folder holding nothing at all is no unmounted share.
     """
     root_abs = os.path.abspath(root)
-    problem = root_problem(root, holds_notes=False)
+    # The path was a note or folder of the vault: a vault folder holding nothing at all now (not even
+    # `.obsidian`) is the empty mount point of a share or drive that is not mounted (review 19d: a note re-read
+    # after an unmount was archived, and came back as another node).
+    problem = root_problem(root, holds_notes=not emptied)
     if problem is not None:
         return Presence("unseen", problem)
     parent, parts = root_abs, rel.split("/")

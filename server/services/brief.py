@@ -90,8 +90,11 @@ async def render_brief(
     now = datetime.now(UTC).replace(microsecond=0)
     focus_nodes = await rt.store.find_nodes(project) if project and project.strip() else []
     focus_id = focus_nodes[0].id if focus_nodes else None
-    taking_in = await first_catch_up(rt)
+    catching_up = await first_catch_up(rt)
     got = await rt.store.read(_gather, rt.profile, client, now, focus_id)
+    # Notes are still being taken in when the first catch-up has some left to read, or has not found any yet
+    # while the graph is empty (a new database). A restart that finds every note as it was takes nothing in.
+    taking_in = catching_up if catching_up is not None and (catching_up > 0 or got.entities == 0) else None
     if taking_in is not None:
         # The graph holds only part of the vault yet: what changed cannot be told, and a mark set now would
         # make the next brief report every note the catch-up takes in as changed (review 19b).

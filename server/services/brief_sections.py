@@ -181,7 +181,10 @@ def _changes(got: Gathered, link: Any) -> Section:
     edited = [e for e in rest if e not in new and e not in archived]
     items += _grouped("new", [(e, f"{link(e.name, e.path)} ({e.label})") for e in new])
     items += _grouped("archived", [(e, link(e.name, e.path)) for e in archived])
-    items += _grouped("edited", [(e, link(e.name, e.path)) for e in edited])
+    # A first brief cannot tell a note made in its window from one edited there (`brief_sql.is_new`).
+    items += _grouped(
+        "changed" if got.since is None else "edited", [(e, link(e.name, e.path)) for e in edited]
+    )
     # A node whose facts changed was edited too (its history row and its update come together): count it once.
     total = max(got.counts["total"], len(by_node))
     title = "Changed since the previous brief" if got.since else "Changed recently"

@@ -40,8 +40,6 @@ class Entry:
     updated_at: str
     active_at: str
     valid_from: str | None = None
-    # When the note began (its date, its file's times), else when the graph met it.
-    began_at: str | None = None
     covered: bool = False  # the client's previous brief covered a version of it (`brief_seen`): not new now
 
 
@@ -71,8 +69,7 @@ class OpenClarification:
 TOUCHED = "coalesce(f.touched_ns, f.mtime_ns)"
 _ENTRY = (
     "n.id, n.label, n.name, n.path, n.status, n.created_at, n.updated_at, n.valid_from, "
-    f"coalesce(json_extract(n.properties, '$.status'), '') as state, {TOUCHED} as mtime_ns, "
-    "coalesce(n.began_at, n.created_at) as began_at"
+    f"coalesce(json_extract(n.properties, '$.status'), '') as state, {TOUCHED} as mtime_ns"
 )
 _FROM = "nodes n left join files f on f.path = n.path"
 # A node's version as a brief covers it: its status, note checksum, properties and path (a rename changes no
@@ -101,7 +98,6 @@ def _entry(row: Any) -> Entry:
         updated_at=row["updated_at"],
         active_at=_iso_ns(row["mtime_ns"]) or row["updated_at"],
         valid_from=row["valid_from"],
-        began_at=row["began_at"],
     )
 
 
@@ -159,13 +155,14 @@ _CHANGED = f"""
 _FIRST = f"""
       and (n.path is null or n.status = 'archived' or {TOUCHED} >= ?)
 """
-# New: a node the graph met since the previous brief; in a first brief, one that began in the window (began_at:
-# the note's date or its file's times, else when the graph met it), not one the graph has only just met.
+# New: a node the graph met since the previous brief. A first brief cannot tell a note made in its window from
+# one edited there (the graph met both at its first sync, and a file's creation time is not kept everywhere):
+# it calls notes changed, and new only the entities made in the graph alone in the window.
 _NEW = (
     "n.status != 'archived' and n.created_at >= ? "
     "and not exists (select 1 from brief_seen b where b.client = ? and b.node_id = n.id)"
 )
-_NEW_FIRST = "n.status != 'archived' and coalesce(n.began_at, n.created_at) >= ?"
+_NEW_FIRST = "n.status != 'archived' and n.path is null and n.created_at >= ?"
 
 
 def changed_nodes(
@@ -195,9 +192,9 @@ def changed_nodes(
 
 def is_new(entry: Entry, since: str, *, first: bool) -> bool:
     """Whether `entry` is new in the window starting at `since` (see `_NEW`, `_NEW_FIRST`)."""
-    if entry.status == "archived" or entry.covered:
+    if entry.status == "archived" or entry.covered or (first and entry.path is not None):
         return False
-    return ((entry.began_at or entry.created_at) if first else entry.created_at) >= since
+    return entry.created_at >= since
 
 
 def _ns(stamp: str) -> int:
