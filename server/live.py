@@ -224,7 +224,10 @@ class LiveSync:
         state["pending"] = rec.pending if rec else 0
         # Notes the first catch-up (no reconcile finished yet) still has to read: the graph is only part of the
         # vault meanwhile (`status.first_catch_up`).
-        state["taking_in"] = rec.reading_left if rec and rec.last_reconcile_at is None else 0
+        if rec is None or rec.last_reconcile_at is not None:
+            state["taking_in"] = 0
+        else:  # -1: still walking the vault, how many notes it has to read is not known yet
+            state["taking_in"] = -1 if rec.reading_left is None else rec.reading_left
         polling = rec.polling if rec else None
         state["polling_seconds"] = round(polling, 1) if polling is not None else None
         if rec is not None and rec.last_reconcile_at is not None:

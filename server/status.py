@@ -41,9 +41,10 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
 
 
 async def first_catch_up(rt: Runtime) -> int | None:
-    """While the lease holder's first reconcile of the vault runs: how many notes it still has to read (0 while
-    it is still walking the vault, or when it finds every note as the graph has it: a restart); None once it
-    is done, or without a live sync (the CLI). Until it is done, the graph may be only part of the vault."""
+    """While the lease holder's first reconcile of the vault runs: how many notes it still has to read (0 when
+    it found every note as the graph has it: a restart; -1 while it is still walking the vault, so that is not
+    known yet); None once it is done, or without a live sync (the CLI). Until then the graph may be only part
+    of the vault."""
     role = rt.state.get("lease")
     if rt.settings.vault is None or role not in ("holder", "follower"):
         return None
@@ -53,7 +54,7 @@ async def first_catch_up(rt: Runtime) -> int | None:
     pending, left = facts.get("pending"), facts.get("taking_in")
     if not isinstance(pending, int) or pending <= 0 or facts.get("last_reconcile_at"):
         return None
-    return left if isinstance(left, int) and left > 0 else 0
+    return left if isinstance(left, int) and left >= -1 else -1
 
 
 async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:

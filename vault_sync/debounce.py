@@ -171,8 +171,9 @@ class LiveReconciler:
         self._reported: set[str] = set()  # paths of events a full pass took over (see `_full_pass`)
         self._pass_left = 0
         # Notes the running full pass still has to read (0 outside a pass, and in a pass that finds every note
-        # as the graph has it): how much of the vault a first catch-up has yet to take in.
-        self.reading_left = 0
+        # as the graph has it; None before the first walk and while a pass is still walking the vault): how
+        # much of the vault a first catch-up has yet to take in.
+        self.reading_left: int | None = None
         # Paths of the changes a reconcile is working on: off the queue, not yet done (nor owed again).
         self._working: set[str] = set()
         self._last_pass = time.monotonic()
@@ -567,6 +568,7 @@ class LiveReconciler:
         # server watched is no partial view of the vault); the pass holds back only what nobody saw go.
         taken, self._reported = self._reported, set()
         reported = _Reported(taken, self._debouncer)
+        self.reading_left = None  # not known until the walk is done (`_progress`)
         try:
             report = await self.sync.sync_vault(progress=self._progress, reported=reported)
         except BaseException:

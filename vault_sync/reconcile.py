@@ -294,6 +294,7 @@ class VaultSync:
                     known[path] = replace(known[path], ino=ino)
             if not folder:
                 self._pass_inodes = {e.ino: e.rel_path for e in entries if e.ino}
+            await _report(progress, report.unchanged, len(entries))  # the walk is done: what is left to read
             try:
                 async with AsyncExitStack() as stack:
                     read = await self._choose_reader(stack, len(todo))
@@ -371,8 +372,6 @@ class VaultSync:
         outer = None if dry_run else outer
         later: Later = outer if outer is not None else {}
         pending = asyncio.ensure_future(read(batches[0], known, dry_run)) if batches else None
-        if batches:
-            await _report(progress, report.unchanged, total)  # what is left to read, before the first batch
         try:
             for index, batch in enumerate(batches):
                 assert pending is not None

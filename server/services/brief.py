@@ -15,6 +15,7 @@ last `FIRST_BRIEF_DAYS` days.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -37,6 +38,7 @@ FIRST_BRIEF_DAYS = 7
 # is remembered as covered (`brief_seen`), one visible only later is reported by the next brief.
 MARK_MARGIN = timedelta(seconds=15)
 CHANGES_FETCHED = 60
+WALK_WAIT = 2.0  # seconds a brief waits for a first catch-up to know how much of the vault it has to read
 RELATED_LIMIT = 6
 
 
@@ -91,10 +93,21 @@ async def render_brief(
     focus_nodes = await rt.store.find_nodes(project) if project and project.strip() else []
     focus_id = focus_nodes[0].id if focus_nodes else None
     catching_up = await first_catch_up(rt)
+    waited = 0.0
+    while (
+        catching_up == -1 and waited < WALK_WAIT
+    ):  # a walk takes a fraction of a second, even of 10,000 notes
+        await asyncio.sleep(0.05)
+        waited += 0.05
+        catching_up = await first_catch_up(rt)
     got = await rt.store.read(_gather, rt.profile, client, now, focus_id)
-    # Notes are still being taken in when the first catch-up has some left to read, or has not found any yet
-    # while the graph is empty (a new database). A restart that finds every note as it was takes nothing in.
-    taking_in = catching_up if catching_up is not None and (catching_up > 0 or got.entities == 0) else None
+    # Notes are still being taken in when the first catch-up has some left to read (or, into an empty graph,
+    # may have: still walking). A restart that finds every note as it was, or an empty vault, takes nothing in.
+    taking_in = (
+        max(catching_up, 0)
+        if catching_up is not None and (catching_up > 0 or (catching_up == -1 and got.entities == 0))
+        else None
+    )
     if taking_in is not None:
         # The graph holds only part of the vault yet: what changed cannot be told, and a mark set now would
         # make the next brief report every note the catch-up takes in as changed (review 19b).
