@@ -222,6 +222,7 @@ class LiveSync:
         state["lease"] = self.role
         state["watching"] = rec.watching if rec else False
         state["pending"] = rec.pending if rec else 0
+        state["unsettled"] = rec.unsettled if rec else 0
         # Notes the first catch-up (no reconcile finished yet) still has to read: the graph is only part of the
         # vault meanwhile (`status.first_catch_up`).
         if rec is None or rec.last_reconcile_at is not None:

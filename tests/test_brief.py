@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import time
@@ -317,3 +318,16 @@ async def test_a_brief_while_the_server_first_takes_in_the_vault_says_so_and_kee
         again = await deliver_brief(rt, client="claude-ai")
         assert "still taking in" not in again.markdown and again.mark is not None
         assert "Nothing changed in the vault since the previous brief." in again.markdown
+
+
+async def test_a_note_saved_a_moment_before_the_brief_is_in_it(vault: Path, db_path: Path) -> None:
+    """A brief asked while the watcher still held a just-saved note (inside its quiet window) said "Nothing
+    changed in the vault since the previous brief" (left open in session 18)."""
+    (vault / "Plan.md").write_text("# Plan\nfirst\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.4) as live:
+        await live.wait_idle(30)
+        await record_brief(rt, await render_brief(rt, client="cli"))
+        (vault / "Standup.md").write_text("Talked about the [[Plan]].\n", encoding="utf-8")
+        await asyncio.sleep(0.1)  # the watcher has it, inside its 0.4 s window
+        text = (await render_brief(rt, client="cli")).markdown
+    assert "- new: [[Standup]] (Note)" in text and "Nothing changed" not in text, text

@@ -195,6 +195,12 @@ class LiveReconciler:
         return self._watcher is not None and self._watcher.alive
 
     @property
+    def unsettled(self) -> int:
+        """Changes seen and not in the graph yet: queued in the quiet window, being reconciled, or a full pass
+        wanted or running. Unlike `pending`, not notes already indexed that only owe their id line."""
+        return len(self._debouncer) + len(self._working) + (1 if self._pass_wanted or self._pass_left else 0)
+
+    @property
     def pending(self) -> int:
         """Paths waiting to be reconciled: queued, being reconciled now, left in a running full pass, or owing
         their id line until they are quiet. 0 only when the graph and the notes are in step with every change

@@ -38,6 +38,7 @@ FIRST_BRIEF_DAYS = 7
 # is remembered as covered (`brief_seen`), one visible only later is reported by the next brief.
 MARK_MARGIN = timedelta(seconds=15)
 CHANGES_FETCHED = 60
+SETTLE_WAIT = 1.0  # seconds a brief waits for changes the watcher holds (its quiet window is 0.15 s)
 WALK_WAIT = 2.0  # seconds a brief waits for a first catch-up to know how much of the vault it has to read
 RELATED_LIMIT = 6
 
@@ -100,6 +101,7 @@ async def render_brief(
         await asyncio.sleep(0.05)
         waited += 0.05
         catching_up = await first_catch_up(rt)
+    await _in_step(rt)
     got = await rt.store.read(_gather, rt.profile, client, now, focus_id)
     # Notes are still being taken in when the first catch-up has some left to read (or, into an empty graph,
     # may have: still walking). A restart that finds every note as it was, or an empty vault, takes nothing in.
@@ -137,6 +139,16 @@ async def render_brief(
         markdown=markdown,
         mark=got.mark,
     )
+
+
+async def _in_step(rt: Runtime) -> None:
+    """Wait (at most SETTLE_WAIT) for the changes this process's watcher has seen and not yet reconciled: a
+    note saved a moment before the conversation started is in its brief, not "nothing changed" (a follower's
+    holder shares no such count; it does not wait)."""
+    waited = 0.0
+    while rt.state.get("lease") == "holder" and rt.state.get("unsettled", 0) and waited < SETTLE_WAIT:
+        await asyncio.sleep(0.05)
+        waited += 0.05
 
 
 async def record_brief(rt: Runtime, brief: Brief) -> None:
