@@ -7,11 +7,12 @@ the store, reflect); nothing here is cached globally.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import MappingProxyType
+
+from vault_sync.names import fold
 
 WILDCARD = "*"
 """A relation endpoint that matches any label, even one the profile does not define."""
@@ -26,11 +27,6 @@ _RELATION_SEPARATORS = re.compile(r"[\s\-]+")
 def normalise_relation_name(name: str) -> str:
     """Spell a relation type the canonical way: `depends on`, `Depends-On` -> `DEPENDS_ON`."""
     return _RELATION_SEPARATORS.sub("_", name.strip()).upper()
-
-
-def folded(name: str) -> str:
-    """A folder name as folders are matched: case-folded, composed (NFC), as `vault_sync.names.fold` does."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ class Profile:
         object.__setattr__(self, "relations", MappingProxyType(dict(self.relations)))
         object.__setattr__(self, "decay_rates", MappingProxyType(dict(self.decay_rates)))
         label_index = {name.casefold(): name for name in self.labels}
-        folder_index = {folded(label.folder): label.name for label in self.labels.values()}
+        folder_index = {fold(label.folder): label.name for label in self.labels.values()}
         object.__setattr__(self, "_label_index", MappingProxyType(label_index))
         object.__setattr__(self, "_folder_index", MappingProxyType(folder_index))
 
@@ -143,7 +139,7 @@ class Profile:
         parts = PurePosixPath(str(path).replace("\\", "/")).parts
         if len(parts) < 2:
             return None
-        return self._folder_index.get(folded(parts[0]))
+        return self._folder_index.get(fold(parts[0]))
 
     def decay_rate_for(self, label: str) -> float:
         """Per-day confidence decay rate for `label`, or the profile default for unknown labels."""

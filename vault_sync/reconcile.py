@@ -204,7 +204,7 @@ class VaultSync:
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
         async with self._lock:
             known = await self.graph.file_state(rel)
-            if not await asyncio.to_thread(self._note_of_its_own, rel, templates.rules(self.root)):
+            if rel not in await asyncio.to_thread(self._own_notes, [rel]):
                 if known is not None:  # e.g. moved into .trash: the note is gone from where it was
                     return await self._archive(rel, dry_run)
                 return NoteOutcome(rel, IGNORED)
@@ -560,8 +560,9 @@ class VaultSync:
     async def _renamed_owing(self, read: NoteRead, claimed: set[str]) -> str | None:
         """The node of a note renamed before its id line was written, for the id-less note `read` at a path the
         graph does not know: the graph holds that file (its inode, size and modification time as it was read) at
-        a path that is gone, as a note still owed its id line. Obsidian makes a new note as an empty `Untitled.md` and renames it when the title is typed;
-        a note whose id line was taken out may be renamed before it is put back. Without this, the note started
+        a path that is gone, as a note still owed its id line. Obsidian makes a new note as an empty
+        `Untitled.md` and renames it when the title is typed; a note whose id line was taken out may be renamed
+        before it is put back. Without this, the note started
         a second node and the first was archived with its history and relations (review 18b)."""
         state = read.state
         if state is None or state.ino is None:

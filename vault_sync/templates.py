@@ -58,13 +58,8 @@ class Templates:
 
     def holds(self, rel: str) -> bool:
         """Whether the vault-relative path `rel` is a template (in a template folder, or a template file)."""
-        if not self.folders and not self.files:
-            return False
-        key = _key(rel)
-        if key in self.files:
-            return True
-        parts = key.split("/")
-        return any("/".join(parts[:depth]) in self.folders for depth in range(1, len(parts)))
+        folder, slash, _ = rel.rpartition("/")
+        return self.holds_file(rel) or (bool(slash) and self.holds_folder(folder))
 
     def holds_file(self, rel: str) -> bool:
         """Whether `rel` is a template file the settings name one by one (the walk never enters the folders)."""

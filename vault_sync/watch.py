@@ -12,7 +12,8 @@ path, or a folder whose contents must be looked at again — and queue them for 
   whole (watchdog also reports the files inside, but a folder moved in or out of the vault may not be);
 - events inside dot-folders (`.git`, `.obsidian`, `.trash`), on scratch files and on our own temp files are
   dropped here, except a change of the settings that name the vault's templates (`.obsidian/templates.json`
-  and the like: `vault_sync.templates`), which calls `on_settings`; opens and read-only closes are never even asked of the OS, so our own reads cause nothing.
+  and the like: `vault_sync.templates`), which calls `on_settings`; opens and read-only closes are never even
+  asked of the OS, so our own reads cause nothing.
 
 Changes pass from the watchdog thread through a small locked inbox keyed by change: a storm of events costs
 one loop callback per batch, and memory is bounded by the number of distinct paths.

@@ -902,9 +902,7 @@ def in_conflict(data: bytes) -> bool:
     stage = 0  # 1: after a `<<<<<<<` line, 2: after its `=======` line
     for line in data.splitlines():
         opened = _FENCE.match(line)
-        if (
-            fence is not None
-        ):  # inside a code block until a fence of its kind, at least as long, alone on its line
+        if fence is not None:  # inside a code block until a fence of its kind, at least as long, alone on it
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = None if not line.strip(b" \t\r" + fence[:1]) else fence
             continue

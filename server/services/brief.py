@@ -16,7 +16,7 @@ last `FIRST_BRIEF_DAYS` days.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -93,15 +93,16 @@ async def render_brief(
     now = datetime.now(UTC).replace(microsecond=0)
     focus_nodes = await rt.store.find_nodes(project) if project and project.strip() else []
     focus_id = focus_nodes[0].id if focus_nodes else None
+
+    async def walked() -> bool:  # a first catch-up knows how much it has to read once its walk is done
+        return await first_catch_up(rt) != -1
+
+    async def settled() -> bool:  # changes the watcher has seen are in the graph (only a holder counts them)
+        return rt.state.get("lease") != "holder" or not rt.state.get("unsettled", 0)
+
+    await _until(walked, WALK_WAIT)
+    await _until(settled, SETTLE_WAIT)
     catching_up = await first_catch_up(rt)
-    waited = 0.0
-    while (
-        catching_up == -1 and waited < WALK_WAIT
-    ):  # a walk takes a fraction of a second, even of 10,000 notes
-        await asyncio.sleep(0.05)
-        waited += 0.05
-        catching_up = await first_catch_up(rt)
-    await _in_step(rt)
     got = await rt.store.read(_gather, rt.profile, client, now, focus_id)
     # Notes are still being taken in when the first catch-up has some left to read (or, into an empty graph,
     # may have: still walking). A restart that finds every note as it was, or an empty vault, takes nothing in.
@@ -141,12 +142,10 @@ async def render_brief(
     )
 
 
-async def _in_step(rt: Runtime) -> None:
-    """Wait (at most SETTLE_WAIT) for the changes this process's watcher has seen and not yet reconciled: a
-    note saved a moment before the conversation started is in its brief, not "nothing changed" (a follower's
-    holder shares no such count; it does not wait)."""
+async def _until(done: Callable[[], Awaitable[bool]], seconds: float) -> None:
+    """Wait until `done()` says so, looking every 50 ms, at most `seconds`."""
     waited = 0.0
-    while rt.state.get("lease") == "holder" and rt.state.get("unsettled", 0) and waited < SETTLE_WAIT:
+    while not await done() and waited < seconds:
         await asyncio.sleep(0.05)
         waited += 0.05
 

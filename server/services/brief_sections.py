@@ -97,17 +97,12 @@ def build(
     def link(name: str, path: str | None) -> str:
         return wikilink(name, path, ambiguous)
 
-    if taking_in is not None:
-        note = (
-            f"engrama is still taking in the vault ({got.notes:,} notes so far): this brief shows only part of "
-            "it. Search works on what is in; ask for the brief again in a minute."
-        )
-        if got.entities == 0:
-            return ["# Memory brief: the vault is being taken in", note], []
-        header, sections = build(
-            got, hits, ambiguous, client=client, query=query, project=project, vault=vault, taking_in=None
-        )
-        return [header[0], note, *header[1:]], sections
+    taking = (
+        f"engrama is still taking in the vault ({got.notes:,} notes so far): this brief shows only part of it. "
+        "Search works on what is in; ask for the brief again in a minute."
+    )
+    if got.entities == 0 and taking_in is not None:
+        return ["# Memory brief: the vault is being taken in", taking], []
     if got.entities == 0:
         return _empty_header(vault), []
     sections = [
@@ -116,7 +111,10 @@ def build(
         _waiting(got, link),
         *_work(got, link),
     ]
-    return _header(got, client, project), [s for s in sections if s is not None and s.items]
+    header = _header(got, client, project)
+    if taking_in is not None:
+        header.insert(1, taking)
+    return header, [s for s in sections if s is not None and s.items]
 
 
 def _header(got: Gathered, client: str | None, project: str | None) -> list[str]:

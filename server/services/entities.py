@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 
-from profiles.schema import folded
 from server.runtime import Runtime
 from server.services.errors import RelationNotAllowed, ServiceError
 from server.services.revival import Revival, plan_revival
@@ -43,6 +42,7 @@ from vault_sync.errors import MalformedNote, VaultError
 from vault_sync.frontmatter import read_frontmatter
 from vault_sync.locate import Located, locate_note, unseen_notes_named
 from vault_sync.model import FileState
+from vault_sync.names import fold
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
 from vault_sync.readers import OWED_ID
@@ -255,7 +255,7 @@ def spelled_in_vault(root: Path, folder: str) -> str:
     saves it (decomposed). Notes there are read as the label's (`Profile.label_for_path` matches any case and
     either form), so a new note joins them rather than starting a second folder that differs only in case,
     which a sync client on a Mac or Windows computer would then have to merge (review 19a)."""
-    wanted = folded(folder)
+    wanted = fold(folder)
     try:
         with os.scandir(root) as entries:
             names = sorted(
@@ -267,7 +267,7 @@ def spelled_in_vault(root: Path, folder: str) -> str:
         return folder
     # As listed, not as asked: on macOS and Windows `Projects` opens a folder listed as `projects`, and a note
     # stored under the asked spelling would not be at the path the walk lists.
-    return next((name for name in names if folded(name) == wanted), folder)
+    return next((name for name in names if fold(name) == wanted), folder)
 
 
 async def note_holder(rt: Runtime, node: Node | None) -> Node | None:
