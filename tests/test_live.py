@@ -424,6 +424,31 @@ async def test_an_overflow_rescan_recovers_lost_events(
     assert live.reconciler.full_passes == passes + 1
 
 
+async def test_a_vault_folder_replaced_while_watched_is_watched_again(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    """A share mounted again on the vault's path, or the vault folder moved away and another put in its place
+    (a backup restored, a fresh clone), left the watches on the folder that was there: they stayed alive and
+    reported nothing of the notes the person then wrote, until the periodic rescan 15 minutes later. (Mounting
+    needs privileges a test run may not have; moving the folder away leaves the watches behind the same way.)"""
+    first = await new_note(rt, vault, "Alpha.md", "# Alpha\nwombats\n")
+    reconciler = live.reconciler
+    assert reconciler is not None
+    passes = reconciler.full_passes
+    os.rename(vault, tmp_path / "vault.old")
+    vault.mkdir()
+    shutil.copy2(tmp_path / "vault.old" / "Alpha.md", vault / "Alpha.md")
+    await eventually(lambda: reconciler.full_passes > passes, what="a rescan of the new folder")
+    await live.wait_idle()
+    # Now what is written in the vault's folder is seen as it is written, and the old folder is not the vault.
+    (tmp_path / "vault.old" / "Stale.md").write_text("# Stale\nquokkas\n", encoding="utf-8")
+    await new_note(rt, vault, "Beta.md", "# Beta\nquokkas\n")
+    await live.wait_idle()
+    assert (await node_at(rt, "Alpha.md"))["id"] == first
+    assert await node_at(rt, "Stale.md") is None and len(await searchable(rt, "quokkas")) == 1
+    assert reconciler.watching
+
+
 async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:
     (vault / "A.md").write_text("# A\n", encoding="utf-8")
     settings = Settings(vault=vault, db_path=db_path, watch=False)

@@ -165,6 +165,7 @@ class LiveReconciler:
         self._on_notes_changed = on_notes_changed
         self._debouncer: Debouncer[Change] = Debouncer(quiet)
         self._watcher: VaultWatcher | None = None
+        self._folder_check: asyncio.Future[bool] | None = None  # the look at the vault's folder under way
         self._next_watch_attempt = 0.0
         self._refused = False  # the OS refused the last attempt to watch (see `polling`)
         self._pass_wanted = False
@@ -227,6 +228,9 @@ class LiveReconciler:
 
     async def stop(self) -> None:
         """Stop the watcher (threads joined) and the reconcile task. Pending changes wait for the next start."""
+        if self._folder_check is not None:
+            self._folder_check.cancel()
+            self._folder_check = None
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
@@ -249,9 +253,11 @@ class LiveReconciler:
         await asyncio.wait_for(self._idle.wait(), timeout)
 
     def tick(self) -> None:
-        """Periodic upkeep (called about once a second): keep the watcher alive, rescan now and then, and
-        walk the vault for changes where a watcher cannot be had or misses changes (`polling`)."""
-        self.ensure_watching()
+        """Periodic upkeep (called about once a second): keep the watcher alive and on the vault's folder,
+        rescan now and then, and walk the vault for changes where a watcher cannot be had or misses changes
+        (`polling`)."""
+        if self.ensure_watching():
+            self._check_folder()
         if self._pass_wanted:
             return
         now = time.monotonic()
@@ -313,6 +319,33 @@ class LiveReconciler:
         if restart:
             self.request_full_pass("the watcher restarted; events may have been missed")
         return True
+
+    def _check_folder(self) -> None:
+        """Look, off the loop, whether the vault's path still leads to the folder being watched; when it does
+        not (a share mounted again, the folder replaced), watch the one there now and rescan the vault, which
+        is what the person edits. One look at a time: a hung network mount holds one thread, not one a tick."""
+        watcher = self._watcher
+        if watcher is None or (self._folder_check is not None and not self._folder_check.done()):
+            return
+
+        def looked(check: asyncio.Future[bool]) -> None:
+            if check.cancelled() or check.exception() is not None or check.result():
+                return
+            if self._watcher is not watcher:  # stopped or restarted meanwhile: nothing of it is left to fix
+                return
+            log.warning(
+                "%s no longer leads to the folder being watched (a drive or share unmounted or mounted again, "
+                "the folder moved away or replaced); watching what is there now and rescanning the vault",
+                self.sync.root,
+            )
+            watcher.stop()
+            self._watcher = None
+            self._next_watch_attempt = 0.0
+            self.request_full_pass("the vault's folder is not the one that was watched")
+            self.ensure_watching()
+
+        self._folder_check = asyncio.ensure_future(asyncio.to_thread(watcher.same_folder))
+        self._folder_check.add_done_callback(looked)
 
     def changed(self, changes: list[Change]) -> None:
         """Queue changes (called on the loop by the watcher; tests may call it too)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -189,6 +190,7 @@ class VaultWatcher:
         self._overflow = _OverflowSignal(lambda: self._call_on_loop(on_overflow))
         self._on_settings = (lambda: self._call_on_loop(on_settings)) if on_settings is not None else None
         self._observer: BaseObserver | None = None
+        self._folder: tuple[int, int] | None = None  # (device, inode) of the folder the watches were put on
 
     @property
     def alive(self) -> bool:
@@ -200,7 +202,21 @@ class VaultWatcher:
             and all(emitter.is_alive() for emitter in observer.emitters)
         )
 
+    def same_folder(self) -> bool:
+        """Whether the vault's path still leads to the folder being watched. A share or drive mounted again on
+        the vault's path, or a vault folder moved away and another put in its place (a backup restored, a
+        fresh clone), leaves the watches on the folder that was there: they stay alive and report nothing of
+        the vault the person now edits. False too when the path leads nowhere. Reads the file system (one
+        `stat`), so callers keep it off the event loop."""
+        try:
+            found = os.stat(self.root)
+        except OSError:
+            return False
+        return self._folder == (found.st_dev, found.st_ino)
+
     def start(self) -> None:
+        folder = os.stat(self.root)  # before the watches: a folder put in its place after this is told apart
+        self._folder = (folder.st_dev, folder.st_ino)
         overflow_log = logging.getLogger(OVERFLOW_LOGGER)
         if not overflow_log.isEnabledFor(logging.WARNING):
             overflow_log.setLevel(logging.WARNING)  # a quieter root level must not hide the overflow signal
