@@ -1,0 +1,124 @@
+"""The folder given as the vault is taken in only when it is the vault meant (session 20).
+
+`--vault` pointed one folder too high (the folder holding several vaults, the Documents or home folder above one)
+wrote an id line into every Markdown file below it: the notes of the vaults inside, a code project's README, a
+shopping list. A folder that is no Obsidian vault (no `.obsidian`) but holds one is refused, with what to do,
+unless the graph already holds notes of that vault (a person who chose to keep the whole folder as one graph
+before keeps it). A plain folder of Markdown holding no vault is synced as before (the example vault is one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from server.runtime import open_runtime
+from server.services.remember import remember
+from server.settings import Settings
+from tests.test_cli import run
+from tests.test_e2e_stdio import COMMAND, call, error_of
+from tests.test_identity_stdio import served
+from tests.test_live_processes import eventually
+from vault_sync.errors import VaultError
+
+VAULT = "Work vault"
+ATLAS = "# Atlas\nthe launch plan for the spring\n"
+
+
+def files(root: Path) -> dict[str, bytes]:
+    """Every file below `root`, dot-folders included, with its bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> Path:
+    """A Documents folder holding an Obsidian vault, a code project and a loose note."""
+    top = tmp_path / "Documents"
+    (top / VAULT / ".obsidian").mkdir(parents=True)
+    (top / VAULT / ".obsidian" / "app.json").write_text("{}\n", encoding="utf-8")
+    (top / VAULT / "Projects").mkdir()
+    (top / VAULT / "Projects" / "Atlas.md").write_text(ATLAS, encoding="utf-8")
+    (top / "code" / "tool").mkdir(parents=True)
+    (top / "code" / "tool" / "README.md").write_text("# tool\nusage: tool --help\n", encoding="utf-8")
+    (top / "Shopping.md").write_text("eggs\nflour\n", encoding="utf-8")
+    return top
+
+
+def test_a_folder_above_a_vault_is_refused_and_nothing_in_it_is_written(
+    documents: Path, tmp_path: Path
+) -> None:
+    before = files(documents)
+    db = tmp_path / "data" / "graph.db"
+    for dry in ([], ["--dry-run"]):
+        done = run("sync", "--vault", str(documents), "--db", str(db), *dry)
+        assert done.returncode != 0, done
+        assert "is not an Obsidian vault" in done.stderr and str(documents / VAULT) in done.stderr
+        assert "Point --vault" in done.stderr and "Traceback" not in done.stderr
+    assert files(documents) == before
+    # Pointed at the vault, it syncs (and only the vault's notes get their line).
+    done = run("sync", "--vault", str(documents / VAULT), "--db", str(tmp_path / "vault.db"))
+    assert done.returncode == 0, done.stderr
+    after = files(documents)
+    assert "engrama_id: " in after[f"{VAULT}/Projects/Atlas.md"].decode()
+    assert {k: v for k, v in after.items() if k != f"{VAULT}/Projects/Atlas.md"} == {
+        k: v for k, v in before.items() if k != f"{VAULT}/Projects/Atlas.md"
+    }
+
+
+async def test_a_vault_holding_a_vault_and_a_folder_taken_in_before_are_synced_as_before(
+    documents: Path, tmp_path: Path
+) -> None:
+    # The folder is a vault itself: Obsidian shows the inner vault's notes as its own, and so does engrama.
+    (documents / ".obsidian").mkdir()
+    async with open_runtime(Settings(vault=documents, db_path=tmp_path / "a.db")) as rt:
+        report = await rt.require_sync().sync_vault()
+        assert report.created == 3 and not report.errors
+    # A plain folder synced before its subfolder was opened in Obsidian: the graph holds that vault's notes,
+    # which the person chose to keep in this graph; it stays in step.
+    (documents / ".obsidian").rmdir()
+    (documents / VAULT / ".obsidian" / "app.json").unlink()
+    (documents / VAULT / ".obsidian").rmdir()
+    async with open_runtime(Settings(vault=documents, db_path=tmp_path / "b.db")) as rt:
+        sync = rt.require_sync()
+        assert (await sync.sync_vault()).created == 3
+        (documents / VAULT / ".obsidian").mkdir()
+        (documents / VAULT / "Projects" / "Atlas.md").write_text(ATLAS + "moved to May\n", encoding="utf-8")
+        report = await sync.sync_vault()
+        assert report.updated == 1 and not report.errors and sync.refused is None
+
+
+async def test_a_server_on_a_folder_above_a_vault_writes_nothing_and_says_why(
+    documents: Path, tmp_path: Path
+) -> None:
+    before = files(documents)
+    async with open_runtime(Settings(vault=documents, db_path=tmp_path / "c.db")) as rt:
+        with pytest.raises(VaultError, match="is not an Obsidian vault"):
+            await rt.require_sync().sync_vault()
+        with pytest.raises(VaultError, match="is not an Obsidian vault"):  # a note the watcher would report
+            await rt.require_sync().sync_path(f"{VAULT}/Projects/Atlas.md")
+        with pytest.raises(VaultError, match="Kite was not written: .* is not an Obsidian vault"):
+            await remember(rt, "Project", "Kite", {}, "met the supplier")
+    assert files(documents) == before
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_over_stdio_a_folder_above_a_vault_is_left_as_it_is_while_served(
+    documents: Path, tmp_path: Path
+) -> None:
+    before = files(documents)
+    log = tmp_path / "server.log"
+    async with served(documents, tmp_path / "d.db", log) as session:
+        message = await error_of(session, "engrama_remember", {"label": "Project", "name": "Kite"})
+        assert "is not an Obsidian vault" in message and "Point --vault" in message
+        # An edit the watcher sees is not taken in either: the server was pointed at the wrong folder.
+        atlas = documents / VAULT / "Projects" / "Atlas.md"
+        atlas.write_text(ATLAS + "moved to May\n", encoding="utf-8")
+        before[f"{VAULT}/Projects/Atlas.md"] = atlas.read_bytes()
+        await eventually(lambda: f"cannot sync {VAULT}/Projects/Atlas.md" in log.read_text(encoding="utf-8"))
+        status = await call(session, "engrama_status", {})
+        assert status["vault"]["note_count"] == 0
+    assert files(documents) == before
+    assert "is not an Obsidian vault" in log.read_text(encoding="utf-8")
+    assert os.path.exists(documents / VAULT / ".obsidian")
