@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from profiles.loader import Profile, load_profile
 from server.settings import Settings
 from server.store import GraphStore, memory_sql
 from server.store.clock import utc_ago
+from server.store.database import DatabaseProblem
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 # How much longer than the settle window a tool waits for a busy note before it gives up and says so: a person
 # who pauses gets the write a moment later; one who keeps typing gets a clear "try again".
 WAIT_BEYOND_SETTLE = 2.0
+VAULT_KEY = "vault_root"  # meta: the vault whose graph the database keeps (`check_vault_of_database`)
 
 
 class NoVaultConfigured(RuntimeError):
@@ -102,6 +105,38 @@ async def drop_stubs_left_over(store: GraphStore) -> int:
     return dropped
 
 
+async def check_vault_of_database(store: GraphStore, vault: Path, db_path: Path) -> None:
+    """A database keeps the graph of one vault: the first vault it is used with is recorded in it (`VAULT_KEY`),
+    and it refuses another (DatabaseProblem, with what to do). Two MCP servers configured with one `--db` for two
+    vaults shared the graph and its lease: the second served the first vault's notes, and what the assistant
+    remembered through it was written into the first vault (the one holding the lease wrote the queued note).
+    A vault moved (its recorded folder is gone) keeps its database, as does the same folder reached by another
+    path (a symlink)."""
+    recorded = Path(await store.claim_meta(VAULT_KEY, str(vault)))
+    if recorded == vault or await asyncio.to_thread(_same_folder, recorded, vault):
+        return
+    if await asyncio.to_thread(os.path.isdir, recorded):
+        raise DatabaseProblem(
+            f"the database {db_path} keeps the graph of the vault {recorded}, not of {vault}: a database serves "
+            "one vault (two sharing one would write one vault's memories into the other). Give this vault a "
+            "database of its own: leave out --db and ENGRAMA_DB_PATH for the per-vault default, or name "
+            "another file"
+        )
+    log.warning(
+        "the vault %s this database kept is gone; taking %s as that vault moved (it keeps the graph)",
+        recorded,
+        vault,
+    )
+    await store.set_meta(VAULT_KEY, str(vault))
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def note_rules(profile: Profile) -> NoteRules:
     return NoteRules(folder_labels=profile.folder_labels(), canonical_label=profile.canonical_label)
 
@@ -122,6 +157,7 @@ async def open_runtime(
     try:
         sync = None
         if settings.vault is not None:
+            await check_vault_of_database(store, settings.vault, settings.db_path)
             if lease is not None and not lease.try_acquire():
                 log.warning(
                     "another engrama-vault process (pid %s) holds this vault's lease and keeps it in sync; "

@@ -1,4 +1,5 @@
-"""The folder given as the vault is taken in only when it is the vault meant (session 20).
+"""The folder given as the vault is taken in only when it is the vault meant, and a database keeps one vault's
+graph (session 20).
 
 `--vault` pointed one folder too high (the folder holding several vaults, the Documents or home folder above one)
 wrote an id line into every Markdown file below it: the notes of the vaults inside, a code project's README, a
@@ -10,6 +11,7 @@ before keeps it). A plain folder of Markdown holding no vault is synced as befor
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from server.runtime import open_runtime
 from server.services.remember import remember
 from server.settings import Settings
-from tests.test_cli import run
+from tests.test_cli import SCRIPT, run
 from tests.test_e2e_stdio import COMMAND, call, error_of
 from tests.test_identity_stdio import served
 from tests.test_live_processes import eventually
@@ -122,3 +124,54 @@ async def test_over_stdio_a_folder_above_a_vault_is_left_as_it_is_while_served(
     assert files(documents) == before
     assert "is not an Obsidian vault" in log.read_text(encoding="utf-8")
     assert os.path.exists(documents / VAULT / ".obsidian")
+
+
+# --- a database keeps one vault's graph -------------------------------------------------------------------------
+
+
+def two_vaults(tmp_path: Path) -> tuple[Path, Path]:
+    work, personal = tmp_path / "Work", tmp_path / "Personal"
+    work.mkdir()
+    personal.mkdir()
+    (work / "Budget.md").write_text("# Budget\nthe quarterly budget\n", encoding="utf-8")
+    (personal / "Diary.md").write_text("# Diary\nmy private diary\n", encoding="utf-8")
+    return work, personal
+
+
+def test_a_database_of_one_vault_is_refused_for_another_and_follows_a_moved_vault(tmp_path: Path) -> None:
+    work, personal = two_vaults(tmp_path)
+    db = tmp_path / "one.db"
+    assert run("sync", "--vault", str(work), "--db", str(db)).returncode == 0
+    before = files(personal)
+    done = run("sync", "--vault", str(personal), "--db", str(db))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done
+    assert f"keeps the graph of the vault {work}, not of {personal}" in done.stderr and "--db" in done.stderr
+    assert files(personal) == before
+    # The vault moved (its folder renamed): the database follows it, and no note is new to it.
+    moved = tmp_path / "Work 2026"
+    work.rename(moved)
+    done = run("sync", "--vault", str(moved), "--db", str(db))
+    assert done.returncode == 0 and "1 unchanged" in done.stdout and "0 created" in done.stdout, done
+    assert "is gone; taking" in done.stderr
+    assert run("sync", "--vault", str(personal), "--db", str(db)).returncode == 2
+
+
+@pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+async def test_a_second_server_for_another_vault_on_the_same_database_does_not_start(tmp_path: Path) -> None:
+    """Two MCP servers configured with one --db for two vaults: the second followed the first's lease, served
+    the first vault's notes, and what the assistant remembered through it was written into the first vault."""
+    work, personal = two_vaults(tmp_path)
+    db = tmp_path / "one.db"
+    async with served(work, db, tmp_path / "work.log") as session:
+        second = subprocess.run(
+            [SCRIPT, "serve", "--vault", str(personal), "--db", str(db), "--embedding-provider", "none"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2 and f"keeps the graph of the vault {work}" in second.stderr, second
+        remembered = await call(session, "engrama_remember", {"label": "Person", "name": "Ana"})
+        assert remembered["path"] == "People/Ana.md"
+    assert sorted(files(personal)) == ["Diary.md"]
+    assert (work / "People" / "Ana.md").exists()

@@ -103,5 +103,8 @@ class GraphStore:
     async def get_meta(self, key: str) -> str | None:
         return await self.read(nodes_sql.get_meta, key)
 
+    async def claim_meta(self, key: str, value: str) -> str:
+        return await self.write(nodes_sql.claim_meta, key, value)
+
     async def set_meta(self, key: str, value: str) -> None:
         await self.write(nodes_sql.set_meta, key, value)

@@ -292,6 +292,13 @@ def get_meta(conn: Any, key: str) -> str | None:
     return None if row is None else row[0]
 
 
+def claim_meta(conn: Any, key: str, value: str) -> str:
+    """Record `value` under `key` unless a value is recorded already; the value recorded (one statement: of two
+    processes claiming at once, one wins and both read what it wrote)."""
+    conn.execute("insert into meta (key, value) values (?, ?) on conflict(key) do nothing", (key, value))
+    return str(conn.execute("select value from meta where key = ?", (key,)).fetchone()[0])
+
+
 def set_meta(conn: Any, key: str, value: str) -> None:
     conn.execute(
         "insert into meta (key, value) values (?, ?) on conflict(key) do update set value = excluded.value",
