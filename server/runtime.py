@@ -158,6 +158,14 @@ async def open_runtime(
         sync = None
         if settings.vault is not None:
             await check_vault_of_database(store, settings.vault, settings.db_path)
+            if settings.db_path.is_relative_to(settings.vault):
+                log.warning(
+                    "the database %s is inside the vault: a sync tool (iCloud, Dropbox, Obsidian Sync, "
+                    "Syncthing) copying it and its side files while it is written corrupts it, and two "
+                    "computers would write one file. Keep it outside the vault: leave out --db and "
+                    "ENGRAMA_DB_PATH for the per-vault default in the user data folder",
+                    settings.db_path,
+                )
             if lease is not None and not lease.try_acquire():
                 log.warning(
                     "another engrama-vault process (pid %s) holds this vault's lease and keeps it in sync; "

@@ -175,3 +175,17 @@ async def test_a_second_server_for_another_vault_on_the_same_database_does_not_s
         assert remembered["path"] == "People/Ana.md"
     assert sorted(files(personal)) == ["Diary.md"]
     assert (work / "People" / "Ana.md").exists()
+
+
+async def test_a_database_inside_the_vault_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    work, _ = two_vaults(tmp_path)
+    async with open_runtime(Settings(vault=work, db_path=work / ".engrama" / "graph.db")) as rt:
+        assert (await rt.require_sync().sync_vault()).created == 1
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("is inside the vault" in m and "leave out --db" in m for m in warned), warned
+    caplog.clear()
+    async with open_runtime(Settings(vault=work, db_path=tmp_path / "outside.db")):
+        pass
+    assert not [r for r in caplog.records if "inside the vault" in r.getMessage()]
