@@ -57,6 +57,23 @@ async def first_catch_up(rt: Runtime) -> int | None:
     return left if isinstance(left, int) and left >= -1 else -1
 
 
+async def taking_in_hint(rt: Runtime) -> str | None:
+    """What a search made while the server's first reconcile still reads the vault must say: its results may
+    miss the notes not read yet (a large vault takes minutes). None once that is done, and for a restart whose
+    reconcile is still walking a graph that holds the vault already."""
+    left = await first_catch_up(rt)
+    if not left:
+        return None
+    notes = (await rt.store.counts()).get("files", 0)
+    if left == -1 and notes:
+        return None
+    so_far = f"{notes:,} notes in, {left:,} left to read" if left > 0 else f"{notes:,} notes in so far"
+    return (
+        f"engrama is still taking in the vault ({so_far}): these results may miss the notes not read yet; "
+        "search again in a minute."
+    )
+
+
 async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:
     """The lease holder's live facts, read from the database, for a process that does not hold the lease."""
     if rt.settings.vault is None or role == "holder":

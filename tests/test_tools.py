@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -320,3 +321,23 @@ async def test_after_ten_remembers_results_suggest_reflecting(settings: Settings
             "engrama_reflect"
             in (await call_ok(client, "engrama_search", {"query": "idea"}))["proactive_hint"]
         )
+
+
+async def test_a_search_while_the_server_first_takes_in_the_vault_says_its_results_may_miss_notes(
+    vault: Path, db_path: Path
+) -> None:
+    """Left open in session 19: a search during the first catch-up of a large vault answered from the part
+    read so far without a word, so the assistant took "nothing found" for an answer."""
+    for i in range(1500):
+        folder = vault / f"F{i % 30}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"Note {i}.md").write_text(f"# Note {i}\nA line about topic {i % 97}.\n", encoding="utf-8")
+    async with Client(create_server(Settings(vault=vault, db_path=db_path))) as c:
+        during = await call_ok(c, "engrama_search", {"query": "topic"})
+        assert "engrama is still taking in the vault" in during["proactive_hint"], during.get("proactive_hint")
+        for _ in range(1200):
+            if (await call_ok(c, "engrama_status"))["vault"]["pending"] == 0:
+                break
+            await asyncio.sleep(0.1)
+        after = await call_ok(c, "engrama_search", {"query": "topic"})
+    assert "taking in" not in after.get("proactive_hint", "") and after["results"]

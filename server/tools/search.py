@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from server.services import reflect_hooks
 from server.services.errors import ServiceError
 from server.services.schema import optional_label
+from server.status import taking_in_hint
 from server.tools.common import READ_ONLY, omit_none, runtime, structured, tool_errors
 
 # A question, keywords, or a pasted passage: a long query is searched by its most telling words
@@ -104,7 +105,12 @@ def register(mcp: MCPServer) -> None:
                 degraded_reason=response.degraded_reason,
                 pending_insights=[PendingInsight.model_validate(p, from_attributes=True) for p in pending]
                 or None,
-                proactive_hint=await reflect_hooks.proactive_hint(rt),
+                proactive_hint=" ".join(
+                    hint
+                    for hint in (await taking_in_hint(rt), await reflect_hooks.proactive_hint(rt))
+                    if hint
+                )
+                or None,
             )
             found = omit_none(result.model_dump(mode="json"))
             for hit in found["results"]:  # explain's keys only when asked for: each hit would carry two nulls
