@@ -18,9 +18,11 @@ import anyio
 
 from profiles.loader import Profile, load_profile
 from server.settings import Settings
-from server.store import GraphStore, memory_sql
+from server.store import GraphStore, memory_sql, sync_sql
 from server.store.clock import utc_ago
 from server.store.database import DatabaseProblem
+from vault_sync import scan
+from vault_sync.errors import VaultError
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.reconcile import NoteRules, VaultSync
@@ -130,6 +132,20 @@ async def check_vault_of_database(store: GraphStore, vault: Path, db_path: Path)
     await store.set_meta(VAULT_KEY, str(vault))
 
 
+async def check_is_the_vault(store: GraphStore, vault: Path) -> None:
+    """Refuse (VaultError, with what to do) a folder that is no Obsidian vault but holds one, when its graph has
+    taken in no note yet: `--vault` pointed one folder too high (the folder of several vaults, the Documents or
+    home folder above one) would write an id line into every Markdown file below it, in the person's vaults and
+    anything else. Decided once, before this process syncs or writes anything (a server, a follower, a
+    command alike), so no write can race it; a graph that holds notes of the folder is the person's choice and
+    stays in step, whatever vaults appear in it later. Costs a walk of the folders only for a folder that is no
+    vault, the first time."""
+    if await asyncio.to_thread(scan.is_a_vault, vault) or await store.read(sync_sql.knows_files):
+        return
+    if found := await asyncio.to_thread(scan.vaults_inside, vault):
+        raise VaultError(scan.vaults_inside_message(vault, found))
+
+
 def _same_folder(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
@@ -158,6 +174,7 @@ async def open_runtime(
         sync = None
         if settings.vault is not None:
             await check_vault_of_database(store, settings.vault, settings.db_path)
+            await check_is_the_vault(store, settings.vault)
             if settings.db_path.is_relative_to(settings.vault):
                 log.warning(
                     "the database %s is inside the vault: a sync tool (iCloud, Dropbox, Obsidian Sync, "

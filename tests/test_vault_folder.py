@@ -3,26 +3,24 @@ graph (session 20).
 
 `--vault` pointed one folder too high (the folder holding several vaults, the Documents or home folder above one)
 wrote an id line into every Markdown file below it: the notes of the vaults inside, a code project's README, a
-shopping list. A folder that is no Obsidian vault (no `.obsidian`) but holds one is refused, with what to do,
-unless the graph already holds notes of that vault (a person who chose to keep the whole folder as one graph
-before keeps it). A plain folder of Markdown holding no vault is synced as before (the example vault is one).
+shopping list. A folder that is no Obsidian vault (no `.obsidian`) but holds one is refused, with what to do, by
+every process before it syncs or writes anything, unless the graph already holds notes of that folder (a person
+who chose to keep the whole folder as one graph keeps it). A plain folder of Markdown holding no vault is synced
+as before (the example vault is one).
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from server.runtime import open_runtime
-from server.services.remember import remember
 from server.settings import Settings
 from tests.test_cli import SCRIPT, run
-from tests.test_e2e_stdio import COMMAND, call, error_of
+from tests.test_e2e_stdio import COMMAND, call
 from tests.test_identity_stdio import served
-from tests.test_live_processes import eventually
 from vault_sync.errors import VaultError
 
 VAULT = "Work vault"
@@ -72,58 +70,73 @@ def test_a_folder_above_a_vault_is_refused_and_nothing_in_it_is_written(
 async def test_a_vault_holding_a_vault_and_a_folder_taken_in_before_are_synced_as_before(
     documents: Path, tmp_path: Path
 ) -> None:
-    # The folder is a vault itself: Obsidian shows the inner vault's notes as its own, and so does engrama.
-    (documents / ".obsidian").mkdir()
+    # The folder is a vault itself (its settings folder a symlink to shared ones): Obsidian shows the inner
+    # vault's notes as its own, and so does engrama.
+    shared = tmp_path / "settings"
+    shared.mkdir()
+    (documents / ".obsidian").symlink_to(shared, target_is_directory=True)
     async with open_runtime(Settings(vault=documents, db_path=tmp_path / "a.db")) as rt:
         report = await rt.require_sync().sync_vault()
         assert report.created == 3 and not report.errors
-    # A plain folder synced before its subfolder was opened in Obsidian: the graph holds that vault's notes,
+    # A plain folder synced before its subfolder was opened in Obsidian: the graph holds the folder's notes,
     # which the person chose to keep in this graph; it stays in step.
-    (documents / ".obsidian").rmdir()
+    (documents / ".obsidian").unlink()
     (documents / VAULT / ".obsidian" / "app.json").unlink()
     (documents / VAULT / ".obsidian").rmdir()
     async with open_runtime(Settings(vault=documents, db_path=tmp_path / "b.db")) as rt:
-        sync = rt.require_sync()
-        assert (await sync.sync_vault()).created == 3
-        (documents / VAULT / ".obsidian").mkdir()
+        assert (await rt.require_sync().sync_vault()).created == 3
+    (documents / VAULT / ".obsidian").mkdir()
+    async with open_runtime(Settings(vault=documents, db_path=tmp_path / "b.db")) as rt:
         (documents / VAULT / "Projects" / "Atlas.md").write_text(ATLAS + "moved to May\n", encoding="utf-8")
-        report = await sync.sync_vault()
-        assert report.updated == 1 and not report.errors and sync.refused is None
+        report = await rt.require_sync().sync_vault()
+        assert report.updated == 1 and not report.errors
 
 
-async def test_a_server_on_a_folder_above_a_vault_writes_nothing_and_says_why(
+async def test_no_process_opens_a_folder_above_a_vault_and_nothing_is_written(
     documents: Path, tmp_path: Path
 ) -> None:
+    """Decided before anything syncs or writes, in every process (a server, a second client's follower, a
+    command): review 20a found a tool call racing a first pass, and a follower queueing a note, when the
+    refusal came from the pass. Settings reached through a symlink count, as Obsidian follows it."""
     before = files(documents)
-    async with open_runtime(Settings(vault=documents, db_path=tmp_path / "c.db")) as rt:
+    for db in ("c.db", "c.db", "d.db"):
         with pytest.raises(VaultError, match="is not an Obsidian vault"):
-            await rt.require_sync().sync_vault()
-        with pytest.raises(VaultError, match="is not an Obsidian vault"):  # a note the watcher would report
-            await rt.require_sync().sync_path(f"{VAULT}/Projects/Atlas.md")
-        with pytest.raises(VaultError, match="Kite was not written: .* is not an Obsidian vault"):
-            await remember(rt, "Project", "Kite", {}, "met the supplier")
-    assert files(documents) == before
+            async with open_runtime(Settings(vault=documents, db_path=tmp_path / db)):
+                pass
+    (documents / VAULT / ".obsidian" / "app.json").unlink()
+    (documents / VAULT / ".obsidian").rmdir()
+    (documents / VAULT / ".obsidian").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(VaultError, match=f"holds one: {documents / VAULT}"):
+        async with open_runtime(Settings(vault=documents, db_path=tmp_path / "e.db")):
+            pass
+    (documents / VAULT / ".obsidian").unlink()
+    assert files(documents) == {k: v for k, v in before.items() if not k.startswith(f"{VAULT}/.obsidian")}
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
-async def test_over_stdio_a_folder_above_a_vault_is_left_as_it_is_while_served(
+def test_a_server_on_a_folder_above_a_vault_does_not_start_and_says_why(
     documents: Path, tmp_path: Path
 ) -> None:
     before = files(documents)
-    log = tmp_path / "server.log"
-    async with served(documents, tmp_path / "d.db", log) as session:
-        message = await error_of(session, "engrama_remember", {"label": "Project", "name": "Kite"})
-        assert "is not an Obsidian vault" in message and "Point --vault" in message
-        # An edit the watcher sees is not taken in either: the server was pointed at the wrong folder.
-        atlas = documents / VAULT / "Projects" / "Atlas.md"
-        atlas.write_text(ATLAS + "moved to May\n", encoding="utf-8")
-        before[f"{VAULT}/Projects/Atlas.md"] = atlas.read_bytes()
-        await eventually(lambda: f"cannot sync {VAULT}/Projects/Atlas.md" in log.read_text(encoding="utf-8"))
-        status = await call(session, "engrama_status", {})
-        assert status["vault"]["note_count"] == 0
+    started = subprocess.run(
+        [
+            SCRIPT,
+            "serve",
+            "--vault",
+            str(documents),
+            "--db",
+            str(tmp_path / "f.db"),
+            "--embedding-provider",
+            "none",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 2 and "Traceback" not in started.stderr, started
+    assert "is not an Obsidian vault" in started.stderr and "Point --vault" in started.stderr
     assert files(documents) == before
-    assert "is not an Obsidian vault" in log.read_text(encoding="utf-8")
-    assert os.path.exists(documents / VAULT / ".obsidian")
 
 
 # --- a database keeps one vault's graph -------------------------------------------------------------------------

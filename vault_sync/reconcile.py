@@ -38,7 +38,7 @@ from vault_sync.report import (
     NoteOutcome,
     SyncReport,
 )
-from vault_sync.scan import presence, scan_vault, vault_is_empty, vaults_inside_message
+from vault_sync.scan import presence, scan_vault, vault_is_empty
 from vault_sync.writer import NoteBusy
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
@@ -164,9 +164,6 @@ class VaultSync:
         # Paths whose note would take over its path's node: when that was first seen, and the checksum then
         # (`_takeover_wait`).
         self._takeovers: dict[str, tuple[float, str]] = {}
-        # Why no note may be synced, or None: the vault folder is no Obsidian vault but holds one whose notes
-        # the graph has never taken in (`_refuse_vaults_inside`). Decided by each pass of the whole vault.
-        self.refused: str | None = None
 
     @property
     def writable(self) -> bool:
@@ -205,7 +202,6 @@ class VaultSync:
         over its path's node (or may be a copy) is put there for `settle_later`, and the outcome says
         "unchanged" for now."""
         resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
-        self._check_not_refused()
         async with self._lock:
             known = await self.graph.file_state(rel)
             if rel not in await asyncio.to_thread(self._own_notes, [rel]):
@@ -228,7 +224,6 @@ class VaultSync:
         (`_sync_batches`). A path that is no note of its own (a symlink to another note of the vault) is
         treated as `sync_path` treats it."""
         report = SyncReport()
-        self._check_not_refused()
         async with self._lock:
             wanted = list(dict.fromkeys(rels))
             known = await self.graph.file_states(wanted)
@@ -240,19 +235,6 @@ class VaultSync:
             read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
             await self._sync_batches(todo, known, False, read, report, None, len(todo), later)
         return report
-
-    def _refuse_vaults_inside(self, vaults: Sequence[str], known: Mapping[str, FileState]) -> None:
-        """Refuse to sync a folder that is no Obsidian vault but holds one (`vaults`), unless the graph already
-        holds notes of those vaults: `--vault` pointed one folder too high (the folder of several vaults, the
-        Documents or home folder above one) would write an id line into every Markdown file below it, in the
-        person's vaults and anything else. Decided again by every pass of the whole vault; raises VaultError."""
-        taken_in = any(path.startswith(vault + "/") for vault in vaults for path in known)
-        self.refused = vaults_inside_message(self.root, vaults) if vaults and not taken_in else None
-        self._check_not_refused()
-
-    def _check_not_refused(self) -> None:
-        if self.refused is not None:
-            raise VaultError(self.refused)
 
     def _own_notes(self, rels: Sequence[str]) -> set[str]:
         rules = templates.rules(self.root)
@@ -284,13 +266,10 @@ class VaultSync:
         changing (a burst of events too large to take one by one ends in a full pass)."""
         if folder:
             resolve_in_vault(self.root, folder)
-            self._check_not_refused()
         report = SyncReport()
         async with self._lock:
             scan = await asyncio.to_thread(scan_vault, self.root, folder)
             known = await self.graph.file_states()
-            if not folder:
-                self._refuse_vaults_inside(scan.vaults_inside, known)
             for path, error in scan.errors:
                 report.add(NoteOutcome(path, FAILED, error=error))
             entries = sorted(

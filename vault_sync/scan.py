@@ -76,9 +76,6 @@ class ScanResult:
     errors: tuple[tuple[str, str], ...]  # (vault-relative path, what went wrong and what to do)
     placeholders: tuple[str, ...] = ()  # notes in the vault only as a cloud placeholder (not downloaded)
     conflicts: tuple[tuple[str, str], ...] = ()  # (conflict copy, the note it is a copy of)
-    # Folders below that are Obsidian vaults of their own (they hold `.obsidian`), when the vault folder is
-    # none itself: the folder given is likely the one above the vault the person meant (`vaults_inside`).
-    vaults_inside: tuple[str, ...] = ()
 
     def covers(self, rel_path: str) -> bool:
         """True when this scan can vouch for `rel_path`: absent from `notes` then really means gone."""
@@ -115,36 +112,59 @@ def scan_vault(root: Path, folder: str | None = None) -> ScanResult:
         errors=tuple(sorted(walk.errors)),
         placeholders=tuple(sorted(set(walk.placeholders) - present)),
         conflicts=tuple(sorted(walk.conflicts)),
-        vaults_inside=tuple(sorted(walk.vaults_inside))
-        if walk.vaults_inside and not _is_a_vault(walk.root_abs)
-        else (),
     )
 
 
-def _is_a_vault(root_abs: str) -> bool:
-    """Whether the folder holds Obsidian's settings (taken as a vault too when it cannot be listed now)."""
+def is_config_folder(name: str) -> bool:
+    """Whether a folder of this name holds an Obsidian vault's settings: `.obsidian`, or the config folder a
+    device was set to use instead (Obsidian lets each device override it; the name starts with `.obsidian` by
+    habit, as `.obsidian-mobile`)."""
+    return name.startswith(".obsidian")
+
+
+def is_a_vault(root: Path) -> bool:
+    """Whether the folder holds Obsidian's settings (a symlink to a settings folder counts). True when it cannot
+    be listed now: that is no sign of a folder above a vault, and `root_problem` tells what it is."""
     try:
-        with os.scandir(root_abs) as entries:
-            return any(is_config_folder(e.name) and e.is_dir(follow_symlinks=False) for e in entries)
+        with os.scandir(root) as entries:
+            return any(is_config_folder(e.name) and e.is_dir() for e in entries)
     except OSError:
         return True
 
 
-def is_config_folder(name: str) -> bool:
-    """Whether a folder of this name is an Obsidian vault's settings: `.obsidian`, or a config folder the person
-    named otherwise for a device (Obsidian lets each device override it, and the name starts with `.obsidian`
-    by habit: `.obsidian-mobile`)."""
-    return name.startswith(".obsidian")
+def vaults_inside(root: Path, enough: int = 3) -> list[str]:
+    """The folders below `root` that are Obsidian vaults of their own (up to `enough` of them; the walk stops
+    there): what tells that `root` is the folder above the vault a person meant. Walks folders as `scan_vault`
+    does (no dot-folder or symlinked folder is entered); a folder that cannot be listed is passed over."""
+    found: list[str] = []
+    pending = [""]
+    while pending and len(found) < enough:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir)) as listed:
+                entries = list(listed)
+        except OSError:
+            continue
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if is_config_folder(entry.name) and rel_dir and entry.is_dir():
+                    found.append(rel_dir)
+                elif not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                    pending.append(rel)
+            except OSError:
+                continue
+    return sorted(set(found))
 
 
 def vaults_inside_message(root: Path, vaults: Sequence[str]) -> str:
-    """What to tell a person whose vault folder is not an Obsidian vault but holds one or more (`vaults`)."""
-    more = f" and {len(vaults) - 1} more" if len(vaults) > 1 else ""
+    """What to tell a person whose vault folder is no Obsidian vault but holds one or more (`vaults`)."""
+    named = ", ".join(str(root / v) for v in vaults)
     return (
-        f"{root} is not an Obsidian vault (it holds no .obsidian folder), but the folder {root / vaults[0]}"
-        f"{more} inside it is one. Nothing was synced and no note was written to. Point --vault (or "
-        f"ENGRAMA_VAULT) at the vault you mean; to keep every note under {root} as one vault, open {root} as "
-        "a vault in Obsidian once (it then holds .obsidian)"
+        f"{root} is not an Obsidian vault (it holds no .obsidian folder), but it holds one: {named}. Nothing "
+        f"was synced and no note was written to. Point --vault (or ENGRAMA_VAULT) at the vault you mean; to "
+        f"keep every note under {root} as one vault, open {root} as a vault in Obsidian once (it then holds "
+        ".obsidian)"
     )
 
 
@@ -277,7 +297,6 @@ class _Walk:
         self.errors: list[tuple[str, str]] = []
         self.placeholders: list[str] = []
         self.conflicts: list[tuple[str, str]] = []
-        self.vaults_inside: list[str] = []  # folders below the root holding `.obsidian`
 
     def list_folder(self, rel_dir: str, *, raise_errors: bool) -> None:
         try:
@@ -320,8 +339,6 @@ class _Walk:
         elif entry.is_dir(follow_symlinks=False):
             if not entry.name.startswith(".") and not self.templates.holds_folder(rel):
                 self.pending.append(rel)
-            elif is_config_folder(entry.name) and rel != entry.name:
-                self.vaults_inside.append(rel[: -len(entry.name) - 1])
         elif self.templates.holds_file(rel):
             return  # a template file the settings name: not a note (their folders are never entered)
         elif (kind := classify(rel)) == "note":

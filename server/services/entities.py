@@ -647,8 +647,6 @@ async def _create(
     holds_notes = await rt.store.read(sync_sql.knows_files)
     if (problem := await asyncio.to_thread(root_problem, rt.vault, holds_notes=holds_notes)) is not None:
         raise VaultError(f"{name} was not written: {problem}")
-    if (refused := rt.require_sync().refused) is not None:  # the vault folder is the one above a vault
-        raise VaultError(f"{name} was not written: {refused}")
     data = render_new_note(
         engrama_id=node_id, label=label, name=name, properties=properties, observation=observation
     )
