@@ -438,7 +438,7 @@ async def test_a_vault_folder_replaced_while_watched_is_watched_again(
     os.rename(vault, tmp_path / "vault.old")
     vault.mkdir()
     shutil.copy2(tmp_path / "vault.old" / "Alpha.md", vault / "Alpha.md")
-    await eventually(lambda: reconciler.full_passes > passes, what="a rescan of the new folder")
+    await eventually(lambda: reconciler.full_passes > passes, 10, what="a rescan of the new folder")
     await live.wait_idle()
     # Now what is written in the vault's folder is seen as it is written, and the old folder is not the vault.
     (tmp_path / "vault.old" / "Stale.md").write_text("# Stale\nquokkas\n", encoding="utf-8")
@@ -447,6 +447,82 @@ async def test_a_vault_folder_replaced_while_watched_is_watched_again(
     assert (await node_at(rt, "Alpha.md"))["id"] == first
     assert await node_at(rt, "Stale.md") is None and len(await searchable(rt, "quokkas")) == 1
     assert reconciler.watching
+
+
+async def test_a_vault_folder_copied_back_note_by_note_is_rescanned_once_the_copy_is_done(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    """Review 20a: a backup copied back into a new vault folder was rescanned as soon as the new folder was
+    noticed, half copied: the notes not copied yet were archived and their relations closed, then revived as
+    their copies arrived. The rescan now waits until the folder has been quiet for `SWAP_QUIET` seconds."""
+    names = [f"Note {i}" for i in range(8)]
+    for i, name in enumerate(names):
+        (vault / f"{name}.md").write_text(f"# {name}\nsee [[{names[(i + 1) % 8]}]]\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    await live.wait_idle()
+    reconciler = live.reconciler
+    assert reconciler is not None and await _closed_edges(rt) == 0
+    passes = reconciler.full_passes
+    os.rename(vault, tmp_path / "backup")
+    vault.mkdir()
+    for name in names:  # a copy slower than the look at the folder (once a second)
+        shutil.copy2(tmp_path / "backup" / f"{name}.md", vault / f"{name}.md")
+        await asyncio.sleep(0.4)
+    await eventually(lambda: reconciler.full_passes > passes, 10, what="a rescan of the folder copied back")
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0 and len(await active_note_nodes(rt)) == 8
+
+
+async def test_a_vault_folder_replaced_by_a_symlink_is_watched_where_it_leads(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    """Review 20a: `mv vault vault.old; ln -s backups/vault vault` was noticed, but the new watches sat on the
+    link itself and reported nothing of the notes written through it."""
+    await new_note(rt, vault, "Alpha.md", "# Alpha\nwombats\n")
+    restored = tmp_path / "backups" / "vault"
+    shutil.copytree(vault, restored)
+    reconciler = live.reconciler
+    assert reconciler is not None
+    passes = reconciler.full_passes
+    os.rename(vault, tmp_path / "vault.old")
+    vault.symlink_to(restored, target_is_directory=True)
+    await eventually(lambda: reconciler.full_passes > passes, 10, what="a rescan of the folder linked")
+    await live.wait_idle()
+    (vault / "Beta.md").write_text("# Beta\nnumbats\n", encoding="utf-8")
+    await eventually(lambda: node_at(rt, "Beta.md"), what="the note written through the link")
+    assert reconciler.full_passes == passes + 1  # the watcher saw it, not a rescan
+
+
+def test_a_vault_folder_that_hangs_keeps_no_server_from_exiting(vault: Path, db_path: Path) -> None:
+    """Review 20a: the look at the vault's folder ran on asyncio's default executor, which a process waits for
+    at exit; a `stat` hung on a dead network mount kept the server from exiting when its client closed."""
+    script = f"""
+import asyncio, threading
+from pathlib import Path
+from server.live import live_sync
+from server.runtime import open_runtime
+from server.settings import Settings
+from vault_sync import watch
+
+watch.VaultWatcher.same_folder = lambda self: threading.Event().wait()  # a stat that never returns
+
+async def main():
+    settings = Settings(vault=Path({str(vault)!r}), db_path=Path({str(db_path)!r}))
+    async with open_runtime(settings) as rt, live_sync(rt, quiet=0.05) as live:
+        await live.wait_idle()
+        await asyncio.sleep(2.5)  # the supervisor's ticks look at the folder
+    print("stopped", flush=True)
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).parents[1],
+    )
+    assert done.returncode == 0 and "stopped" in done.stdout, done.stderr[-2000:]
 
 
 async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable, Container, Hashable
 from datetime import UTC, datetime
@@ -51,6 +52,10 @@ WATCH_RETRY = 30.0  # seconds between attempts to start a watcher the OS refused
 # A safety net for events lost without a signal (watchdog reports overflows only on inotify): a walk that
 # finds nothing changed costs one stat per note, so every 15 minutes is cheap even for a large vault.
 RESCAN_EVERY = 900.0
+# After the vault's path came to lead to another folder (a share mounted again, a backup put in place), the
+# rescan waits until the watcher has reported nothing for this long: a folder still being copied back would
+# otherwise be taken for a vault whose notes went, and its notes archived until their copies arrive.
+SWAP_QUIET = 2.0
 # While the OS refuses a watcher (inotify's per-user limits, which other programs' watchers use up too), the
 # vault is walked instead, as often as a walk costs at most POLL_SHARE of one core and at most every POLL_MIN
 # seconds: edits reach the graph within seconds rather than at the next safety rescan.
@@ -165,7 +170,9 @@ class LiveReconciler:
         self._on_notes_changed = on_notes_changed
         self._debouncer: Debouncer[Change] = Debouncer(quiet)
         self._watcher: VaultWatcher | None = None
-        self._folder_check: asyncio.Future[bool] | None = None  # the look at the vault's folder under way
+        self._looking = False  # a look at the vault's folder is under way (`_check_folder`)
+        self._swapped_at: float | None = None  # the folder was found swapped; its rescan waits for quiet
+        self._last_change = 0.0  # when the watcher last reported a change (time.monotonic())
         self._next_watch_attempt = 0.0
         self._refused = False  # the OS refused the last attempt to watch (see `polling`)
         self._pass_wanted = False
@@ -199,7 +206,8 @@ class LiveReconciler:
     def unsettled(self) -> int:
         """Changes seen and not in the graph yet: queued in the quiet window, being reconciled, or a full pass
         wanted or running. Unlike `pending`, not notes already indexed that only owe their id line."""
-        return len(self._debouncer) + len(self._working) + (1 if self._pass_wanted or self._pass_left else 0)
+        passing = self._pass_wanted or self._pass_left or self._swapped_at is not None
+        return len(self._debouncer) + len(self._working) + (1 if passing else 0)
 
     @property
     def pending(self) -> int:
@@ -207,8 +215,12 @@ class LiveReconciler:
         their id line until they are quiet. 0 only when the graph and the notes are in step with every change
         seen (what a client waiting on `engrama_status` relies on)."""
         retrying = {rel for _, rel in self._retries}
+        swapped = 1 if self._swapped_at is not None and not self._pass_left else 0  # its rescan is to come
         return (
-            len(self._debouncer) + self._pass_left + len(self._working | self.sync.deferred.keys() | retrying)
+            len(self._debouncer)
+            + self._pass_left
+            + swapped
+            + len(self._working | self.sync.deferred.keys() | retrying)
         )
 
     async def start(self) -> None:
@@ -228,9 +240,7 @@ class LiveReconciler:
 
     async def stop(self) -> None:
         """Stop the watcher (threads joined) and the reconcile task. Pending changes wait for the next start."""
-        if self._folder_check is not None:
-            self._folder_check.cancel()
-            self._folder_check = None
+        self._swapped_at = None
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
@@ -258,9 +268,12 @@ class LiveReconciler:
         (`polling`)."""
         if self.ensure_watching():
             self._check_folder()
+        now = time.monotonic()
+        if self._swapped_at is not None and now - max(self._swapped_at, self._last_change) >= SWAP_QUIET:
+            self._swapped_at = None
+            self.request_full_pass("the vault's folder is not the one that was watched")
         if self._pass_wanted:
             return
-        now = time.monotonic()
         if now - self._last_pass > self.rescan_every:
             self.request_full_pass("periodic safety rescan")
         elif (every := self.polling) is not None and now - self._pass_ended >= every:
@@ -322,33 +335,43 @@ class LiveReconciler:
 
     def _check_folder(self) -> None:
         """Look, off the loop, whether the vault's path still leads to the folder being watched; when it does
-        not (a share mounted again, the folder replaced), watch the one there now and rescan the vault, which
-        is what the person edits. One look at a time: a hung network mount holds one thread, not one a tick."""
+        not (a share mounted again, the folder replaced), watch the one there now, and rescan the vault (what
+        the person edits) once nothing has changed in it for `SWAP_QUIET` seconds. The look runs on a daemon
+        thread of its own, one at a time: a `stat` hung on a dead network mount holds that thread, never the
+        loop, another thread, or the server's exit."""
         watcher = self._watcher
-        if watcher is None or (self._folder_check is not None and not self._folder_check.done()):
+        if watcher is None or self._looking:
             return
+        self._looking = True
+        loop = asyncio.get_running_loop()
 
-        def looked(check: asyncio.Future[bool]) -> None:
-            if check.cancelled() or check.exception() is not None or check.result():
-                return
-            if self._watcher is not watcher:  # stopped or restarted meanwhile: nothing of it is left to fix
+        def looked(same: bool) -> None:
+            self._looking = False
+            if same or self._watcher is not watcher:  # stopped or restarted meanwhile: nothing left to fix
                 return
             log.warning(
                 "%s no longer leads to the folder being watched (a drive or share unmounted or mounted again, "
-                "the folder moved away or replaced); watching what is there now and rescanning the vault",
+                "the folder moved away or replaced); watching what is there now, and rescanning the vault once "
+                "it is quiet",
                 self.sync.root,
             )
             watcher.stop()
             self._watcher = None
             self._next_watch_attempt = 0.0
-            self.request_full_pass("the vault's folder is not the one that was watched")
+            self._swapped_at = time.monotonic()
+            self._idle.clear()
             self.ensure_watching()
 
-        self._folder_check = asyncio.ensure_future(asyncio.to_thread(watcher.same_folder))
-        self._folder_check.add_done_callback(looked)
+        def look() -> None:
+            same = watcher.same_folder()
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody is waiting
+                loop.call_soon_threadsafe(looked, same)
+
+        threading.Thread(target=look, name="engrama-vault-folder", daemon=True).start()
 
     def changed(self, changes: list[Change]) -> None:
         """Queue changes (called on the loop by the watcher; tests may call it too)."""
+        self._last_change = time.monotonic()
         for change in changes:
             if (retry := self._retries.pop(change, None)) is not None:
                 retry.cancel()  # queued now: no timer needs to bring it back
@@ -406,7 +429,8 @@ class LiveReconciler:
                 continue
             delay = self._debouncer.next_delay()
             if delay is None:
-                self._idle.set()
+                if self._swapped_at is None:  # else the rescan of the folder now there is still to come
+                    self._idle.set()
                 self._on_update()
                 await self._wake.wait()
             elif delay > 0:  # only an earlier deadline or a pass request can cut this short

@@ -217,14 +217,17 @@ class VaultWatcher:
     def start(self) -> None:
         folder = os.stat(self.root)  # before the watches: a folder put in its place after this is told apart
         self._folder = (folder.st_dev, folder.st_ino)
+        # The folder the path leads to now: a vault folder replaced by a symlink (to a restored backup) is
+        # watched where the link points; the events there are the vault's, and are told relative to it.
+        watched = Path(os.path.realpath(self.root))
         overflow_log = logging.getLogger(OVERFLOW_LOGGER)
         if not overflow_log.isEnabledFor(logging.WARNING):
             overflow_log.setLevel(logging.WARNING)  # a quieter root level must not hide the overflow signal
         overflow_log.addHandler(self._overflow)
         observer = Observer()
         observer.schedule(
-            _Handler(self.root, self._inbox, self._on_settings),
-            str(self.root),
+            _Handler(watched, self._inbox, self._on_settings),
+            str(watched),
             recursive=True,
             event_filter=WATCHED_EVENTS,
         )
