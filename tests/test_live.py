@@ -525,6 +525,30 @@ asyncio.run(main())
     assert done.returncode == 0 and "stopped" in done.stdout, done.stderr[-2000:]
 
 
+async def test_a_vault_folder_gone_for_a_while_is_said_so_and_watched_again_when_back(
+    rt: Runtime,
+    vault: Path,
+    live: LiveSync,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review 20a: a vault folder gone (a drive unplugged) was reported as a watcher the OS refused, with advice
+    on inotify limits."""
+    monkeypatch.setattr(debounce, "WATCH_RETRY", 0.5)
+    await new_note(rt, vault, "Alpha.md", "# Alpha\nwombats\n")
+    reconciler = live.reconciler
+    assert reconciler is not None
+    caplog.set_level(logging.WARNING, logger="vault_sync.debounce")
+    os.rename(vault, tmp_path / "unplugged")
+    await eventually(lambda: "the vault folder is not there" in caplog.text, 10, what="the folder said gone")
+    assert "inotify" not in caplog.text
+    os.rename(tmp_path / "unplugged", vault)
+    await eventually(lambda: reconciler.watching, 10, what="watching again")
+    await new_note(rt, vault, "Beta.md", "# Beta\nnumbats\n")
+    assert (await node_at(rt, "Alpha.md"))["status"] == "active"
+
+
 async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:
     (vault / "A.md").write_text("# A\n", encoding="utf-8")
     settings = Settings(vault=vault, db_path=db_path, watch=False)

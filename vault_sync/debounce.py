@@ -314,7 +314,13 @@ class LiveReconciler:
             watcher.start()
         except OSError as exc:
             self._next_watch_attempt = now + WATCH_RETRY
-            if not self._refused:  # said once, not on every attempt
+            if not self._refused and isinstance(exc, FileNotFoundError | NotADirectoryError):
+                log.warning(
+                    "cannot watch %s: the vault folder is not there (a drive unplugged, a share not mounted, "
+                    "the folder moved); nothing is archived meanwhile, and it is watched again once it is back",
+                    self.sync.root,
+                )
+            elif not self._refused:  # said once, not on every attempt
                 log.error(
                     "cannot watch %s (%s); if an inotify limit is reached, raise fs.inotify.max_user_watches "
                     "or fs.inotify.max_user_instances. Meanwhile the vault is walked for changes every few "
