@@ -54,6 +54,8 @@ class Runtime:
     state: dict[str, object] = field(
         default_factory=dict
     )  # live facts for status (watching, last reconcile...)
+    # Held while queued writes are applied (`services.outbox.drain`): one drain at a time.
+    outbox_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def vault(self) -> Path:

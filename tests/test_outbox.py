@@ -371,6 +371,64 @@ async def test_a_row_replayed_after_a_crash_writes_nothing_twice(rt: Runtime, va
     assert await queued_rows(rt) == []
 
 
+async def _atlas(rt: Runtime, vault: Path) -> Path:
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    return vault / "Projects/Atlas.md"
+
+
+async def test_a_write_queued_earlier_lands_before_the_holders_own_and_does_not_undo_it(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 20b: a follower's `status: paused` queued, then the holder's own client set `status: shipped`:
+    the holder wrote `shipped` at once and its drain then wrote the older `paused` over it. The same for a
+    forget queued and a remember that made the entity current again."""
+    note = await _atlas(rt, vault)
+    sync = rt.require_sync()
+    sync.writable = False  # another process holds the lease
+    await remember(rt, "Project", "Atlas", {"status": "paused"})
+    sync.writable = True  # this one, now the lease holder, writes for its own client
+    await remember(rt, "Project", "Atlas", {"status": "shipped"}, "shipped on Friday")
+    assert await outbox.drain(rt) == outbox.Drained(0, 0) and await queued_rows(rt) == []
+    assert "status: shipped" in note.read_text(encoding="utf-8")
+    sync.writable = False
+    await forget(rt, "Atlas")
+    sync.writable = True
+    await remember(rt, "Project", "Atlas", {}, "picked up again")
+    await outbox.drain(rt)
+    written = note.read_text(encoding="utf-8")
+    assert "status: archived" not in written and "picked up again" in written
+    assert (await rt.store.find_nodes("Atlas"))[0].status == "active"
+
+
+async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes_the_rest(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 20b: a follower's write waited (the note's YAML was broken); the person fixed the YAML and set
+    `status: done` in the same save; the queued `status: paused` then landed over it."""
+    note = await _atlas(rt, vault)
+    sync = rt.require_sync()
+    sync.writable = False
+    await remember(rt, "Project", "Atlas", {"status": "paused", "owner": "Ana"}, "met the supplier")
+    note.write_text(note.read_text(encoding="utf-8").replace("type: Project", "type: Project\nstatus: done"))
+    await sync.sync_path("Projects/Atlas.md")
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    written = note.read_text(encoding="utf-8")
+    assert "status: done" in written and "status: paused" not in written  # the person's value stands
+    assert "owner: Ana" in written and "met the supplier" in written  # the rest of the write lands
+    # A key the person did not touch is written, whatever else they changed in the note.
+    sync.writable = False
+    await remember(rt, "Project", "Atlas", {"phase": "beta"})
+    note.write_text(note.read_text(encoding="utf-8") + "\nA paragraph the person added.\n", encoding="utf-8")
+    await sync.sync_path("Projects/Atlas.md")
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    written = note.read_text(encoding="utf-8")
+    assert "phase: beta" in written and "A paragraph the person added." in written
+
+
 async def test_an_observation_drained_on_a_later_day_keeps_the_day_it_was_made(
     rt: Runtime, vault: Path
 ) -> None:

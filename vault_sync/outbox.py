@@ -43,6 +43,10 @@ class EntityChange:
     day: str = ""  # the ISO date the observation is dated with (the day it was made, not the day it lands)
     reason: str = ""
     relations: tuple[QueuedRelation, ...] = ()
+    # What the changed keys (`properties`, `remove`) held in the graph when the write was queued (None for an
+    # absent key); None when not known (a row of an older version). A key holding something else when the row
+    # is applied was changed since (the person's edit, a later write): the row leaves it as it is.
+    base: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ def encode(change: Change) -> str:
             "day": change.day,
             "reason": change.reason,
             "relations": [[r.rel_type, r.target_id, r.target_name] for r in change.relations],
+            "base": dict(change.base) if change.base is not None else None,
         }
     elif isinstance(change, ArchiveChange):
         data = {"node_id": change.node_id, "name": change.name}
@@ -139,6 +144,7 @@ def decode(kind: str, payload: str) -> Change:
                 reason=data["reason"],
                 # Rows queued by an older version also carry the link's text: the holder decides it now.
                 relations=tuple(QueuedRelation(*r[:3]) for r in data["relations"]),
+                base=dict(data["base"]) if data.get("base") is not None else None,
             )
         if kind == ARCHIVE:
             return ArchiveChange(data["node_id"], data["name"])

@@ -65,6 +65,9 @@ async def forget(
             "delete_note applies to mode=purge only; archiving never removes a note. "
             "Call again without delete_note, or with mode=purge"
         )
+    from server.services.outbox import in_order  # here: the outbox applies queued forgets through this module
+
+    await in_order(rt)  # writes another client queued earlier land first (a remember that revives it, say)
     node = await _resolve(rt, name, label)
     if mode == "archive":
         return await _archive(rt, node)

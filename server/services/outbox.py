@@ -15,10 +15,13 @@ so changes to one note land in the order they were made.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from server.reflect.errors import InsightError, InsightWriteError
 from server.reflect.records import record_approval, record_dismissal, restore_decisions
@@ -64,6 +67,20 @@ async def drain(rt: Runtime) -> Drained:
     Does nothing unless this process may write the vault (it holds the lease)."""
     if not writes_notes(rt) or not await rt.store.read(outbox_sql.has_waiting):
         return Drained(0, 0)
+    async with (
+        rt.outbox_lock
+    ):  # one drain at a time: the upkeep's, or one a tool call runs first (`in_order`)
+        return await _drain(rt)
+
+
+async def in_order(rt: Runtime) -> None:
+    """Before this process writes an entity's note for a tool call, the writes queued earlier (by another
+    client's server) land first: applied after, an older queued write would undo the newer one (review 20b:
+    a follower's `status: paused`, then the holder's own `status: shipped`, ended as `paused`)."""
+    await drain(rt)
+
+
+async def _drain(rt: Runtime) -> Drained:
     applied = failed = 0
     blocked: set[str] = set()  # subjects with a row that failed: their later rows wait behind it
     after = 0
@@ -132,15 +149,27 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     node = await note_holder(rt, queued)  # its note deleted for good since, and its name has a live note
     relations = [await _planned(rt, r) for r in change.relations]
     same_day = change.day == date.today().isoformat()
+    properties, remove = dict(change.properties), change.remove
+    if queued is not None and node is queued:
+        properties, remove, left = _still_wanted(change, queued.properties)
+        if left:
+            log.info(
+                "a queued write to %s leaves %s as it is: changed since the write was queued (by the person, or "
+                "a later write)",
+                queued.name,
+                ", ".join(left),
+            )
+            if not (properties or remove or change.observation or relations):
+                return queued.id
     written = await write_entity(
         rt,
         node.label if node is not None else change.label,
         node.name if node is not None else change.name,
-        change.properties,
+        properties,
         change.observation if same_day else None,
         relations,
         target=node,
-        remove=change.remove if node is queued else (),  # keys planned for the queued node, not this one
+        remove=remove if node is queued else (),  # keys planned for the queued node, not this one
         reason=change.reason,
     )
     if queued is not None and node is not queued:
@@ -148,6 +177,33 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     if not same_day and change.observation and written.path is not None:
         await _append_observation(rt, written.path, change.observation, change.day)
     return written.id
+
+
+def _still_wanted(
+    change: EntityChange, held: Mapping[str, Any]
+) -> tuple[dict[str, Any], tuple[str, ...], list[str]]:
+    """The keys of `change` still to write into a node that holds `held` now: (properties, keys to take out,
+    keys left alone). A key holding neither what it held when the write was queued (`change.base`) nor what
+    the write sets was changed since, by the person or a later write, and the older write must not undo that.
+    Values compare by their JSON form (a note's `3` and a tool's `3` alike)."""
+    base = change.base
+    if base is None:  # a row of an older version: applied as it was
+        return dict(change.properties), change.remove, []
+
+    def changed_since(key: str, wanted: Any) -> bool:
+        now = _plain(held.get(key))
+        return key in base and now != _plain(base[key]) and now != _plain(wanted)
+
+    properties = {k: v for k, v in change.properties.items() if not changed_since(k, v)}
+    remove = tuple(k for k in change.remove if not changed_since(k, None))
+    left = [k for k in change.properties if k not in properties] + [
+        k for k in change.remove if k not in remove
+    ]
+    return properties, remove, left
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 async def _planned(rt: Runtime, relation: QueuedRelation) -> PlannedRelation:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from server.runtime import Runtime
 from server.services.entities import RelationSpec, relations_planned, write_reviving
 from server.services.errors import ServiceError
+from server.services.outbox import in_order
 from server.services.schema import optional_label, require_name, require_relation, single_label
 from server.store import Node, memory_sql
 
@@ -43,6 +44,7 @@ async def relate(
     rel = require_relation(rt.profile, rel_type)
     source = require_name(source, "source")
     wanted = optional_label(rt.profile, source_label)
+    await in_order(rt)  # writes another client queued earlier land first
     label, name, node = await _source(rt, source, wanted, rel)
     specs = [RelationSpec(rel, target, target_label)]
     async with relations_planned(rt, label, name, specs, node.id if node is not None else None) as [planned]:

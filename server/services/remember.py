@@ -11,6 +11,7 @@ from server.services import reflect_hooks
 from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
 from server.services.entities import PlannedRelation, RelationSpec, relations_planned, write_reviving
 from server.services.errors import ServiceError
+from server.services.outbox import in_order
 from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_properties
 from server.store import brief_sql, memory_sql
@@ -65,6 +66,7 @@ async def remember(
         raise ServiceError(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
+    await in_order(rt)  # writes another client queued earlier land first, and this one is planned on them
     target = await rt.store.read(memory_sql.find_entity, label, name)
     current = target.properties if target is not None and target.status != "stub" else {}
     plan = plan_properties(target.name if target else name, current, props, choice)

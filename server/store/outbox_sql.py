@@ -78,6 +78,9 @@ def remember_and_queue(
 ) -> tuple[str, bool, int]:
     """MERGE the entity and open its relations as tool edges in the graph; with `day` set, also queue the
     note write (dated `day`). Returns (node id, created, relations added)."""
+    target = memory_sql.find_merge_target(conn, label, name)
+    held = target.properties if target is not None and target.status != "stub" else {}
+    base = {key: held.get(key) for key in (*properties, *remove)}
     node_id, created = memory_sql.remember_in_graph(
         conn, label, name, properties, observation, now, reason, remove
     )
@@ -94,6 +97,7 @@ def remember_and_queue(
             day=day,
             reason=reason,
             relations=tuple(relations),
+            base=base,
         )
         enqueue(conn, change, now)
     return node_id, created, added
