@@ -41,7 +41,7 @@ import anyio
 
 from server.runtime import STUB_SWEEP, Runtime, drop_stubs_left_over, remove_leftovers
 from server.services.outbox import drain
-from server.store import clock
+from server.store import clock, outbox_sql
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
 
@@ -51,6 +51,7 @@ Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
 SHARED_KEY = "live_sync"  # the meta row where the holder shares its live facts
 SHARE_EVERY = 1.0  # seconds between the holder's shares of changes that are not urgent (a pass's progress)
+LEAVING_DRAIN = 10.0  # seconds a follower stopping may spend writing queued writes nobody else is left to write
 
 
 class LiveSync:
@@ -118,7 +119,28 @@ class LiveSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._supervisor
             self._supervisor = None
+        await self._write_queued_before_leaving()
         await self._stand_down()
+
+    async def _write_queued_before_leaving(self) -> None:
+        """A follower stopping while queued writes wait and no process holds the lease (the holder went first,
+        as when both clients quit together) takes the lease and writes them (for `LEAVING_DRAIN` seconds at
+        most), so no write it accepted is left in the database alone, where a rebuild would lose it (review
+        20b). `_stand_down` lets the lease go."""
+        sync = self.rt.sync
+        if sync is None or self.reconciler is not None:
+            return
+        try:
+            if not await self.rt.store.read(outbox_sql.has_waiting) or not self.lease.try_acquire():
+                return
+            await remove_leftovers(sync.root, self.rt.store)
+            sync.writable = True
+            done = await asyncio.wait_for(drain(self.rt), LEAVING_DRAIN)
+            log.info("wrote %d queued change(s) into the vault before stopping", done.applied)
+        except Exception:  # stopping goes on whatever happens here; the rows stay queued for the next holder
+            log.exception("the queued writes could not all be written before stopping; they stay queued")
+        finally:
+            sync.writable = False
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until the holder has nothing pending (returns at once on a follower)."""

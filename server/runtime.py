@@ -198,7 +198,14 @@ async def open_runtime(
             sync = VaultSync(
                 settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
             )
-        yield Runtime(settings=settings, profile=profile, store=store, sync=sync)
+        runtime = Runtime(settings=settings, profile=profile, store=store, sync=sync)
+        if sync is not None and sync.writable and lease is not None:
+            # A command holding the lease is the vault's writer: the writes other clients' servers queued (and
+            # no server is left to apply) land now, before anything else, as a server taking the lease does.
+            from server.services.outbox import drain  # here: the outbox's services build on this module
+
+            await drain(runtime)
+        yield runtime
     finally:
         if lease is not None:
             lease.release()

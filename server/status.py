@@ -5,6 +5,7 @@ A key is absent, not null, when its subsystem is off.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from server import __version__
@@ -79,7 +80,21 @@ async def _holders_facts(rt: Runtime, role: object) -> dict[str, Any] | None:
     if rt.settings.vault is None or role == "holder":
         return None
     holder = VaultLease.for_database(rt.store.path).holder_pid()
+    if holder is not None and not _alive(holder):  # killed: its last facts say nothing of the vault now
+        return None
     return shared_facts(await rt.store.get_meta(SHARED_KEY), holder)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process of that pid runs on this machine (the lease and the database are local files). A
+    holder SIGKILLed with no follower left kept being reported as watching, with nothing pending (review 20b)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it runs, as another user
+        return True
+    return True
 
 
 def _vault_status(

@@ -23,6 +23,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from server.live import live_sync
 from server.reflect.service import decide_insight, reflect
 from server.runtime import Runtime, open_runtime
 from server.services import outbox
@@ -257,6 +258,24 @@ async def test_a_write_queued_while_the_holder_dies_is_written_by_the_follower_t
         await eventually(lambda: _drained(session), 20, "the outbox emptying")
 
 
+async def test_a_killed_holder_is_not_reported_as_watching(
+    vault: Path, db_path: Path, tmp_path: Path, holder: Holder
+) -> None:
+    """Review 20b: after the lease holder was SIGKILLed with no follower left, `engrama-vault status` still said
+    the vault was watched, with nothing pending, from the dead holder's last shared facts."""
+    await started(holder, vault)
+    status = ["status", "--vault", str(vault), "--db", str(db_path), "--json"]
+
+    def watching() -> bool:
+        done = subprocess.run([str(COMMAND), *status], capture_output=True, text=True, timeout=60)
+        return bool(json.loads(done.stdout)["vault"]["watching"])
+
+    await eventually(watching, 20, "the holder's facts shared")
+    holder.proc.send_signal(signal.SIGKILL)
+    holder.proc.wait()
+    assert not watching()
+
+
 async def test_a_write_into_a_malformed_note_waits_visibly_until_the_note_is_fixed(
     vault: Path, db_path: Path, tmp_path: Path, holder: Holder
 ) -> None:
@@ -427,6 +446,40 @@ async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes
     assert await outbox.drain(rt) == outbox.Drained(1, 0)
     written = note.read_text(encoding="utf-8")
     assert "phase: beta" in written and "A paragraph the person added." in written
+
+
+async def test_a_write_queued_when_every_server_is_gone_is_written_by_the_next_command_or_leaving_follower(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 20b: a follower's write queued, then the holder killed and the follower quitting (both clients
+    closed together): the write waited in the database alone; `engrama-vault sync` took the lease without
+    writing it, and a rebuild (the README's: delete the database, sync) lost it for good."""
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        rt.require_sync().writable = False  # a follower's write, and nobody left to apply it
+        await remember(rt, "Technology", "Zig", {}, "Fast to compile.")
+    done = subprocess.run(
+        [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Fast to compile." in text(vault, "Technologies/Zig.md")
+    async with open_runtime(settings) as rt:
+        assert await queued_rows(rt) == []
+
+    # A follower leaving after the holder went first writes what waits before it goes.
+    async with open_runtime(settings) as first, live_sync(first, quiet=0.05, retry=60) as holding:
+        await holding.wait_idle()
+        async with open_runtime(settings) as second:
+            async with live_sync(second, quiet=0.05, retry=60) as following:
+                assert following.role == "follower"
+                await remember(second, "Technology", "Rust", {}, "Safe by default.")
+                assert len(await queued_rows(second)) == 1
+                await holding.stop()  # the first client quits, its queued work undone
+            assert "Safe by default." in text(vault, "Technologies/Rust.md")
+            assert await queued_rows(second) == []
 
 
 async def test_an_observation_drained_on_a_later_day_keeps_the_day_it_was_made(
