@@ -130,6 +130,8 @@ class LiveSync:
         sync = self.rt.sync
         if sync is None or self.reconciler is not None:
             return
+        if self.rt.store.db.check_file() is not None:  # the database this process used is gone: not its to do
+            return
         try:
             if not await self.rt.store.read(outbox_sql.has_waiting) or not self.lease.try_acquire():
                 return
