@@ -51,7 +51,7 @@ Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
 SHARED_KEY = "live_sync"  # the meta row where the holder shares its live facts
 SHARE_EVERY = 1.0  # seconds between the holder's shares of changes that are not urgent (a pass's progress)
-LEAVING_DRAIN = 10.0  # seconds a follower stopping may spend writing queued writes nobody else is left to write
+LEAVING_DRAIN = 10.0  # seconds a follower stopping may spend on queued writes nobody else is left to write
 
 
 class LiveSync:

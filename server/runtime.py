@@ -25,6 +25,7 @@ from vault_sync import scan
 from vault_sync.errors import VaultError
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
+from vault_sync.names import fold
 from vault_sync.reconcile import NoteRules, VaultSync
 from vault_sync.writer import ARRIVED_QUIET, Quiet
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 # How much longer than the settle window a tool waits for a busy note before it gives up and says so: a person
 # who pauses gets the write a moment later; one who keeps typing gets a clear "try again".
 WAIT_BEYOND_SETTLE = 2.0
+ENTITY_LOCKS = 64
 VAULT_KEY = "vault_root"  # meta: the vault whose graph the database keeps (`check_vault_of_database`)
 
 
@@ -56,6 +58,15 @@ class Runtime:
     )  # live facts for status (watching, last reconcile...)
     # Held while queued writes are applied (`services.outbox.drain`): one drain at a time.
     outbox_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _entity_locks: tuple[asyncio.Lock, ...] = field(
+        default_factory=lambda: tuple(asyncio.Lock() for _ in range(ENTITY_LOCKS))
+    )
+
+    def entity_lock(self, name: str) -> asyncio.Lock:
+        """Held by a tool call from planning a write of the entity called `name` to writing it: two calls in
+        flight for one name (in any case: names match caselessly) would both find no entity and make two notes
+        (review 20c: "Nova" and "nova" at once). Striped: names sharing a lock only wait for each other."""
+        return self._entity_locks[hash(fold(name)) % len(self._entity_locks)]
 
     @property
     def vault(self) -> Path:

@@ -305,6 +305,7 @@ def edit_note(
             new = edit(data)
             if new == data:
                 return WriteResult(real_rel, read.checksum, read, changed=False)
+            _require_readable_size(real_rel, new)
             if not st.st_mode & 0o222:  # replacing it by rename would need only the folder's permission
                 raise NoteReadOnly(
                     f"{real_rel} is read-only (its permissions let no one write it), so engrama does not write "
@@ -330,6 +331,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     path = resolve_in_vault(root, rel)
     rel_norm = to_rel(root, path)
     _require_note_path(root, rel_norm)
+    _require_readable_size(rel_norm, data)
     _make_folders(root, path.parent)
     tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
     try:
@@ -450,6 +452,16 @@ def _edit_target(root: Path, rel: str) -> tuple[str, Path]:
     _require_note_path(root, to_rel(root, path))
     _require_note_path(root, real_rel)
     return real_rel, real
+
+
+def _require_readable_size(rel: str, data: bytes) -> None:
+    """A note engrama would write over `MAX_NOTE_BYTES` is refused before anything is written: no reader reads
+    one (engrama's own refuses it), so its entity could never be read again (review 20c)."""
+    if len(data) > MAX_NOTE_BYTES:
+        raise VaultError(
+            f"{rel} would be {len(data) / 2**20:.1f} MiB with this write, over the {MAX_NOTE_BYTES // 2**20} MiB "
+            "a note may hold; nothing was written. Put less into one note"
+        )
 
 
 def _require_note_path(root: Path, rel: str) -> None:

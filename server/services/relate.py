@@ -45,13 +45,15 @@ async def relate(
     source = require_name(source, "source")
     wanted = optional_label(rt.profile, source_label)
     await in_order(rt)  # writes another client queued earlier land first
-    label, name, node = await _source(rt, source, wanted, rel)
-    specs = [RelationSpec(rel, target, target_label)]
-    async with relations_planned(rt, label, name, specs, node.id if node is not None else None) as [planned]:
-        # A superseded source stays superseded: relating it says how it connects, not that it holds again.
-        written, revival = await write_reviving(
-            rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False
-        )
+    async with rt.entity_lock(source):
+        label, name, node = await _source(rt, source, wanted, rel)
+        specs = [RelationSpec(rel, target, target_label)]
+        source_id = node.id if node is not None else None
+        async with relations_planned(rt, label, name, specs, source_id) as [planned]:
+            # A superseded source stays superseded: relating it says how it connects, not that it holds again.
+            written, revival = await write_reviving(
+                rt, label, name, {}, None, [planned], node, REVIVED_BY, superseded_too=False
+            )
     revived = [written.name] if revival is not None else []
     if planned.revived is not None:
         revived.append(planned.target.name)

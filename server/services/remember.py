@@ -13,9 +13,10 @@ from server.services.entities import PlannedRelation, RelationSpec, relations_pl
 from server.services.errors import ServiceError
 from server.services.outbox import in_order
 from server.services.revival import Revival
-from server.services.schema import require_label, require_name, require_properties
+from server.services.schema import require_label, require_name, require_plain_text, require_properties
 from server.store import brief_sql, memory_sql
 from server.store.clock import utc_now
+from vault_sync.open_blocks import open_block
 
 MAX_OBSERVATION_CHARS = 20_000
 MAX_RELATIONS = 50
@@ -62,20 +63,28 @@ async def remember(
             f"the observation is {len(observation)} characters; keep it under {MAX_OBSERVATION_CHARS} "
             "(one fact or a short paragraph per call)"
         )
+    if observation is not None:
+        require_plain_text(observation, "the observation")
+        if (left_open := open_block(observation)) is not None:  # it would hide the rest of the note
+            raise ServiceError(
+                f"the observation leaves {left_open} open, which would swallow what follows it in the note "
+                "(and stop later observations); close it in the observation"
+            )
     if len(relations) > MAX_RELATIONS:
         raise ServiceError(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
     await in_order(rt)  # writes another client queued earlier land first, and this one is planned on them
-    target = await rt.store.read(memory_sql.find_entity, label, name)
-    current = target.properties if target is not None and target.status != "stub" else {}
-    plan = plan_properties(target.name if target else name, current, props, choice)
-    why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
-    source_id = target.id if target is not None else None
-    async with relations_planned(rt, label, name, relations, source_id) as planned:
-        written, revival = await write_reviving(
-            rt, label, name, plan.write, observation, planned, target, why
-        )
+    async with rt.entity_lock(name):
+        target = await rt.store.read(memory_sql.find_entity, label, name)
+        current = target.properties if target is not None and target.status != "stub" else {}
+        plan = plan_properties(target.name if target else name, current, props, choice)
+        why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
+        source_id = target.id if target is not None else None
+        async with relations_planned(rt, label, name, relations, source_id) as planned:
+            written, revival = await write_reviving(
+                rt, label, name, plan.write, observation, planned, target, why
+            )
     await _keep_questions(rt, written.id, plan, props)
     await reflect_hooks.note_remembered(rt)
     return Remembered(

@@ -18,6 +18,23 @@ from vault_sync.names import canonical
 MAX_NAME_CHARS = 200
 MAX_PROPERTIES = 50
 MAX_VALUE_CHARS = 10_000
+# Longer keys are written by YAML as `? key` (a complex key, from 128 characters), a layout no line-by-line
+# edit can keep: the note could not be edited by a tool again (review 20c).
+MAX_KEY_CHARS = 100
+# C0 control characters but tab, line feed and carriage return: a NUL written into a note makes it binary to
+# every reader (engrama's too: the note could then never be read or written again), the others are invisible.
+_CONTROLS = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\n\r")
+
+
+def require_plain_text(text: str, what: str) -> None:
+    """ServiceError when `text` holds a control character (a NUL, an escape) that has no place in a note."""
+    if found := next((c for c in text if c in _CONTROLS), None):
+        raise ServiceError(
+            f"{what} holds the control character {found!r}, which has no place in a note (a NUL makes the "
+            "file binary); leave it out"
+        )
+
+
 # Keys the note format gives a fixed meaning (DESIGN §3); a property may not overwrite them.
 RESERVED_PROPERTIES = ("engrama_id", "type", "name", "relations")
 # Insights only come from reflect, which keeps their identity and approval state; nobody writes one by hand.
@@ -95,6 +112,7 @@ def require_name(name: str, what: str = "name") -> str:
         raise ServiceError(f"{what} must be one line; put longer text in the observation")
     if any(c in cleaned for c in "[]|"):
         raise ServiceError(f"{what} {cleaned!r} must not contain '[', ']' or '|' (they break wikilinks)")
+    require_plain_text(cleaned, what)
     if len(cleaned) > MAX_NAME_CHARS:
         raise ServiceError(
             f"{what} is {len(cleaned)} characters; keep it under {MAX_NAME_CHARS} "
@@ -112,6 +130,11 @@ def require_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
         key = str(key).strip()
         if not key or any(c in key for c in "\r\n:#"):
             raise ServiceError(f"property name {key!r} must be a short word without ':', '#' or line breaks")
+        if len(key) > MAX_KEY_CHARS:
+            raise ServiceError(
+                f"property name {key[:40]!r}... is {len(key)} characters; keep it under {MAX_KEY_CHARS}"
+            )
+        require_plain_text(key, f"property name {key!r}")
         if key.lower() in RESERVED_PROPERTIES:
             raise ServiceError(
                 f"property {key!r} is reserved: pass the label and name as arguments and relations "
@@ -123,7 +146,13 @@ def require_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 def _plain(key: str, value: Any) -> Any:
     if isinstance(value, list):
-        return [_scalar(key, item) for item in value]
+        items = [_scalar(key, item) for item in value]
+        if (size := sum(len(str(item)) for item in items)) > MAX_VALUE_CHARS:
+            raise ServiceError(
+                f"property {key!r} is a list of {size} characters in all; put long text in the observation "
+                "instead"
+            )
+        return items
     return _scalar(key, value)
 
 
