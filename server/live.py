@@ -44,6 +44,7 @@ from server.services.outbox import drain
 from server.store import clock, outbox_sql
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
+from vault_sync.writer import let_go
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ Role = Literal["holder", "follower", "off"]
 LEASE_RETRY = 1.0  # seconds between a follower's attempts to take the lease (and the holder's health checks)
 SHARED_KEY = "live_sync"  # the meta row where the holder shares its live facts
 SHARE_EVERY = 1.0  # seconds between the holder's shares of changes that are not urgent (a pass's progress)
+LET_GO_WAIT = 5.0  # seconds a stopping holder waits for the writes under way before it lets the lease go
 LEAVING_DRAIN = 10.0  # seconds a follower stopping may spend on queued writes nobody else is left to write
 
 
@@ -235,6 +237,11 @@ class LiveSync:
         if was_holder:  # followers must not go on reporting this process's last facts
             with contextlib.suppress(Exception):  # e.g. the database file is gone
                 await self.rt.store.set_meta(SHARED_KEY, json.dumps({"released": True, "pid": os.getpid()}))
+        # Tool calls cut short (the client went away) may still be writing on their threads: the lease goes once
+        # they are done or have given up, so the next holder is the vault's only writer.
+        held = self.rt.sync is not None and self.lease.held
+        if held and not await asyncio.to_thread(let_go, self.rt.vault, LET_GO_WAIT):
+            log.warning("a write into the vault was still under way after %.0f s; letting go", LET_GO_WAIT)
         self.lease.release()
         if self._running:
             self._running = False

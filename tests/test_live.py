@@ -24,6 +24,7 @@ import pytest
 from server.live import LiveSync, live_sync
 from server.runtime import Runtime, open_runtime
 from server.search.service import search
+from server.services.remember import remember
 from server.settings import Settings
 from server.status import build_status
 from server.store import database
@@ -547,6 +548,31 @@ async def test_a_vault_folder_gone_for_a_while_is_said_so_and_watched_again_when
     await eventually(lambda: reconciler.watching, 10, what="watching again")
     await new_note(rt, vault, "Beta.md", "# Beta\nnumbats\n")
     assert (await node_at(rt, "Alpha.md"))["status"] == "active"
+
+
+async def test_a_server_stopping_lets_the_lease_go_only_once_its_writes_are_done_or_given_up(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 20c: a remember waiting for a note the person was typing in (the settle window) went on, on its
+    thread, after the client went away: the note was written 4 s after the lease had gone to another server,
+    two processes writing one vault. Now the waiting write gives up and the lease goes after it."""
+    (vault / "Plan.md").write_text("# Plan\nfirst draft\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, settle=3.0)
+    async with open_runtime(settings) as rt:
+        live = LiveSync(rt, quiet=0.05)
+        await live.start()
+        await eventually(lambda: id_lines(vault / "Plan.md"), 10, what="the note's id line")
+        text = (vault / "Plan.md").read_text(encoding="utf-8")
+        (vault / "Plan.md").write_text(text + "typed on\n", encoding="utf-8")  # the person is typing
+        call = asyncio.create_task(remember(rt, "Note", "Plan", {}, "written after the client left"))
+        await asyncio.sleep(0.5)  # the call waits for the note to be quiet
+        call.cancel()  # the client went away: the server cancels its calls and stops
+        await live.stop()
+        assert not live.lease.held
+        released = (vault / "Plan.md").read_bytes()
+        await asyncio.sleep(4)
+    assert (vault / "Plan.md").read_bytes() == released
+    assert b"written after the client left" not in released
 
 
 async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:

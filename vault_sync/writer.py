@@ -136,6 +136,12 @@ MAX_NOTE_BYTES = (
     10 * 1024 * 1024
 )  # a note this large is an attachment or an accident: reported, never read whole
 _READ_ATTEMPTS = 3
+# Writes under way per vault folder, and the folders whose writer is letting the vault go (`let_go`): a server
+# that stops lets go of its lease only once its writes are done or have given up, so two processes never write
+# one vault at once (review 20c: a call whose client went away wrote its note 4 s after the lease had moved).
+_ACTIVE_LOCK = threading.Lock()
+_ACTIVE: dict[str, int] = {}
+_LETTING_GO: set[str] = set()
 _OPEN_READ = (
     os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 )
@@ -235,6 +241,50 @@ class NoteExists(VaultError):
     """`create_note` found a file (or symlink) already at the path; nothing was written."""
 
 
+class WriterStopping(VaultError):
+    """This process is letting the vault go (it stops; `let_go`): the write was not made."""
+
+
+@contextlib.contextmanager
+def _writing(root: Path) -> Iterator[str]:
+    """Count a write into the vault at `root` as under way (`let_go` waits for it); refuse it while this process
+    is letting the vault go. Yields the key `_read_when_quiet` checks."""
+    key = os.path.abspath(root)
+    with _ACTIVE_LOCK:
+        if key in _LETTING_GO:
+            raise WriterStopping("engrama is stopping (its client went away); nothing was written")
+        _ACTIVE[key] = _ACTIVE.get(key, 0) + 1
+    try:
+        yield key
+    finally:
+        with _ACTIVE_LOCK:
+            _ACTIVE[key] -= 1
+            if not _ACTIVE[key]:
+                del _ACTIVE[key]
+
+
+def let_go(root: Path, timeout: float) -> bool:
+    """Stop writing into the vault at `root` before this process gives up its lease: new writes are refused,
+    writes waiting for a note to be quiet give up at once, and those under way are waited for (at most `timeout`
+    seconds: a write is a few file operations). Writes are allowed again afterwards (this process may take the
+    lease again). True when none was left under way."""
+    key = os.path.abspath(root)
+    with _ACTIVE_LOCK:
+        _LETTING_GO.add(key)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            with _ACTIVE_LOCK:
+                if not _ACTIVE.get(key):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+    finally:
+        with _ACTIVE_LOCK:
+            _LETTING_GO.discard(key)
+
+
 @dataclass(frozen=True)
 class WriteResult:
     """What one write did."""
@@ -281,12 +331,14 @@ def edit_note(
     root = Path(root)
     real_rel, real = _edit_target(root, rel)
     asked = time.monotonic()
-    with _turn(real):
+    with _writing(root) as vault_key, _turn(real):
         if quiet is not None:  # the wait for quiet counts from the call: a queue of calls gives up together
             quiet = dataclasses.replace(quiet, wait=max(0.0, quiet.wait - (time.monotonic() - asked)))
         for _ in range(max(attempts, 1)):
             data, st = (
-                _read_stable(real, real_rel) if quiet is None else _read_when_quiet(real, real_rel, quiet)
+                _read_stable(real, real_rel)
+                if quiet is None
+                else _read_when_quiet(real, real_rel, quiet, vault_key)
             )
             read = _file_state(real_rel, data, st)
             if check is not None:
@@ -332,12 +384,13 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     rel_norm = to_rel(root, path)
     _require_note_path(root, rel_norm)
     _require_readable_size(rel_norm, data)
-    _make_folders(root, path.parent)
-    tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
-    try:
-        _link_new(tmp, path, rel_norm, data)
-    finally:
-        _remove_quietly(tmp)
+    with _writing(root):
+        _make_folders(root, path.parent)
+        tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
+        try:
+            _link_new(tmp, path, rel_norm, data)
+        finally:
+            _remove_quietly(tmp)
     seen_here(st)  # the link moves its change time on (after a slow fsync, by more than a second)
     _fsync_folder(path.parent)
     return WriteResult(rel_norm, None, _file_state(rel_norm, data, st), changed=True)
@@ -358,10 +411,11 @@ def move_to_trash(root: Path, rel: str) -> str:
     if stat.S_ISDIR(os.lstat(source).st_mode):
         raise VaultError(f"{src_rel} is a folder; engrama moves only single notes to the trash")
     trash = resolve_in_vault(root, TRASH_FOLDER)
-    _make_folders(root, trash)
-    target = _place_in_trash(source, trash)
-    _fsync_folder(trash)
-    _fsync_folder(source.parent)
+    with _writing(root):
+        _make_folders(root, trash)
+        target = _place_in_trash(source, trash)
+        _fsync_folder(trash)
+        _fsync_folder(source.parent)
     return to_rel(root, target)
 
 
@@ -380,10 +434,13 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     os.lstat(source)  # FileNotFoundError when it is gone
     wanted = resolve_in_vault(root, rel)
     _require_note_path(root, to_rel(root, wanted))
-    _make_folders(root, wanted.parent)
     stem, suffix = os.path.splitext(wanted.name)
     names = [wanted.name, *(f"{stem} {n}{suffix}" for n in range(2, tries + 1))]
-    target = _move_to_free_name(source, (wanted.parent / name for name in names), to_rel(root, wanted.parent))
+    with _writing(root):
+        _make_folders(root, wanted.parent)
+        target = _move_to_free_name(
+            source, (wanted.parent / name for name in names), to_rel(root, wanted.parent)
+        )
     if target is None:
         raise VaultError(
             f"{to_rel(root, wanted.parent)}/ already holds {tries} notes named like {stem!r}; restore "
@@ -394,12 +451,17 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     return to_rel(root, target)
 
 
-def _read_when_quiet(real: Path, rel: str, quiet: Quiet) -> tuple[bytes, os.stat_result]:
+def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str = "") -> tuple[bytes, os.stat_result]:
     """Read the note once it is quiet: judged on the stat taken with the very bytes read, so a save that
-    starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read)."""
+    starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read). Gives
+    up at once (`WriterStopping`) when this process lets the vault at `vault_key` go meanwhile."""
     deadline = time.monotonic() + quiet.wait
     warned = False
     while True:
+        if vault_key in _LETTING_GO:
+            raise WriterStopping(
+                f"engrama is stopping (its client went away); nothing was written into {rel}"
+            )
         data, st = _read_stable(real, rel)
         age = time.time() - st.st_mtime_ns / 1e9
         if 0 <= age < quiet.brought and arrived(st):
