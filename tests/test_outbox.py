@@ -12,6 +12,7 @@ import json
 import signal
 import sqlite3
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -446,6 +447,37 @@ async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes
     assert await outbox.drain(rt) == outbox.Drained(1, 0)
     written = note.read_text(encoding="utf-8")
     assert "phase: beta" in written and "A paragraph the person added." in written
+    # The person's edit need not have been read yet (made while no server ran): the note is what counts.
+    sync.writable = False
+    await remember(rt, "Project", "Atlas", {"phase": "gamma"})
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("phase: beta", "phase: launch"), encoding="utf-8"
+    )
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    written = note.read_text(encoding="utf-8")
+    assert "phase: launch" in written and "phase: gamma" not in written
+
+
+async def test_a_queued_write_waiting_for_a_busy_note_holds_up_no_write_to_another(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 20d: the holder drained every queued row before each of its own writes, so a row waiting for a
+    note the person was typing in held up every remember, relate and forget for the whole quiet wait."""
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Atlas.md").write_text(ATLAS, encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=3.0)) as rt:
+        sync = rt.require_sync()
+        await sync.sync_vault()
+        sync.writable = False
+        await remember(rt, "Project", "Atlas", {"status": "paused"})
+        sync.writable = True
+        atlas = vault / "Projects/Atlas.md"
+        atlas.write_text(atlas.read_text(encoding="utf-8") + "typing...\n", encoding="utf-8")  # being typed
+        started = time.monotonic()
+        await remember(rt, "Project", "Borealis", {}, "a new project")
+        assert time.monotonic() - started < 2.0
+        assert len(await queued_rows(rt)) == 1  # Atlas's row waits for the person, not Borealis's write
 
 
 async def test_a_write_queued_when_every_server_is_gone_is_written_by_the_next_command_or_leaving_follower(

@@ -67,7 +67,8 @@ async def forget(
         )
     from server.services.outbox import in_order  # here: the outbox applies queued forgets through this module
 
-    await in_order(rt)  # writes another client queued earlier land first (a remember that revives it, say)
+    node = await _resolve(rt, name, label)
+    await in_order(rt, node)  # what another client's server queued about it lands first (a remember, say)
     node = await _resolve(rt, name, label)
     if mode == "archive":
         return await _archive(rt, node)

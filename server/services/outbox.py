@@ -30,7 +30,7 @@ from server.runtime import Runtime
 from server.services.entities import PlannedRelation, note_holder, write_entity, writes_notes
 from server.services.errors import ServiceError
 from server.services.forget import apply_queued_archive, apply_queued_trash
-from server.store import insights_sql, memory_sql, outbox_sql
+from server.store import Node, insights_sql, memory_sql, outbox_sql
 from server.store.clock import utc_now
 from server.store.outbox_sql import QueuedRow
 from vault_sync.errors import VaultError
@@ -61,33 +61,36 @@ class Drained:
     failed: int
 
 
-async def drain(rt: Runtime) -> Drained:
-    """Apply every queued write this process can; returns how many were applied and how many must wait.
+async def drain(rt: Runtime, subject: str | None = None) -> Drained:
+    """Apply every queued write this process can (only those about `subject`, when given); returns how many
+    were applied and how many must wait.
 
     Does nothing unless this process may write the vault (it holds the lease)."""
     if not writes_notes(rt) or not await rt.store.read(outbox_sql.has_waiting):
         return Drained(0, 0)
-    async with (
-        rt.outbox_lock
-    ):  # one drain at a time: the upkeep's, or one a tool call runs first (`in_order`)
-        return await _drain(rt)
+    # One drain at a time: the upkeep's, or the one a tool call runs first (`in_order`).
+    async with rt.outbox_lock:
+        return await _drain(rt, subject)
 
 
-async def in_order(rt: Runtime) -> None:
-    """Before this process writes an entity's note for a tool call, the writes queued earlier (by another
-    client's server) land first: applied after, an older queued write would undo the newer one (review 20b:
-    a follower's `status: paused`, then the holder's own `status: shipped`, ended as `paused`)."""
-    await drain(rt)
+async def in_order(rt: Runtime, subject: Node | None) -> None:
+    """Before this process writes the note of `subject` for a tool call, the writes another client's server
+    queued earlier about it land first: applied after, an older queued write would undo the newer one (review
+    20b: a follower's `status: paused`, then the holder's own `status: shipped`, ended as `paused`; a forget
+    queued, then a remember bringing the entity back, ended archived). Only that entity's: a row waiting for
+    a note someone is typing in must not hold up writes to every other note (review 20d)."""
+    if subject is not None:
+        await drain(rt, subject.id)
 
 
-async def _drain(rt: Runtime) -> Drained:
+async def _drain(rt: Runtime, subject: str | None) -> Drained:
     applied = failed = 0
     blocked: set[str] = set()  # subjects with a row that failed: their later rows wait behind it
     after = 0
     while rows := await rt.store.read(outbox_sql.waiting, after, PAGE):
         for row in rows:
             after = row.id
-            if row.subject in blocked:
+            if row.subject in blocked or (subject is not None and row.subject != subject):
                 continue
             if await _apply_row(rt, row):
                 applied += 1
@@ -150,7 +153,11 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     relations = [await _planned(rt, r) for r in change.relations]
     same_day = change.day == date.today().isoformat()
     properties, remove = dict(change.properties), change.remove
-    if queued is not None and node is queued:
+    if queued is not None and node is queued and change.base is not None:
+        if queued.path is not None:  # what the note says now, not what the graph last read: an edit made
+            # while no server ran is read by the pass that follows the drain (review 20d)
+            await rt.require_sync().sync_path(queued.path)
+            queued = node = await rt.store.get_node(change.node_id) or queued
         properties, remove, left = _still_wanted(change, queued.properties)
         if left:
             log.info(

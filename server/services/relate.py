@@ -44,9 +44,11 @@ async def relate(
     rel = require_relation(rt.profile, rel_type)
     source = require_name(source, "source")
     wanted = optional_label(rt.profile, source_label)
-    await in_order(rt)  # writes another client queued earlier land first
     async with rt.entity_lock(source):
         label, name, node = await _source(rt, source, wanted, rel)
+        if node is not None:  # what another client's server queued about it lands first
+            await in_order(rt, node)
+            label, name, node = await _source(rt, source, wanted, rel)
         specs = [RelationSpec(rel, target, target_label)]
         source_id = node.id if node is not None else None
         async with relations_planned(rt, label, name, specs, source_id) as [planned]:

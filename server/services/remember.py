@@ -74,9 +74,11 @@ async def remember(
         raise ServiceError(
             f"{len(relations)} relations in one call is too many; give at most {MAX_RELATIONS}"
         )
-    await in_order(rt)  # writes another client queued earlier land first, and this one is planned on them
     async with rt.entity_lock(name):
         target = await rt.store.read(memory_sql.find_entity, label, name)
+        if target is not None:  # what another client's server queued about it lands first: planned on that
+            await in_order(rt, target)
+            target = await rt.store.read(memory_sql.find_entity, label, name)
         current = target.properties if target is not None and target.status != "stub" else {}
         plan = plan_properties(target.name if target else name, current, props, choice)
         why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
