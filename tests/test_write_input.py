@@ -55,13 +55,23 @@ async def test_an_observation_that_leaves_a_block_open_is_refused_and_writes_not
     assert files(vault) == before
 
 
+@pytest.mark.parametrize(
+    "observation",
+    [
+        "Build steps:\n```bash\nmake test\n```",
+        "```python\nprint('hello')\n```",  # review 20d: a block from the first line on
+        "%%\nhidden\n%%",
+        "A note with an inline %% comment %% and a tab\there.",
+    ],
+)
 async def test_a_closed_block_in_an_observation_is_written_and_later_observations_still_land(
-    rt: Runtime, vault: Path
+    rt: Runtime, vault: Path, observation: str
 ) -> None:
-    await remember(rt, "Project", "Atlas", {}, "Build steps:\n```bash\nmake test\n```")
+    await remember(rt, "Project", "Atlas", {}, observation)
     await remember(rt, "Project", "Atlas", {}, "Shipped on Friday.")
     text = (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
-    assert "make test" in text and "Shipped on Friday." in text and text.startswith("---\ntype: Project\n")
+    assert observation.splitlines()[0] in text and "Shipped on Friday." in text
+    assert text.startswith("---\ntype: Project\n")
 
 
 @pytest.mark.parametrize(
@@ -71,6 +81,8 @@ async def test_a_closed_block_in_an_observation_is_written_and_later_observation
         ({"notes": ["x" * 9_000, "y" * 9_000]}, None, "Atlas", "list of 18000 characters"),
         ({}, "copied from the terminal\x00 done", "Atlas", "control character"),
         ({"owner\x1b": "Ana"}, None, "Atlas", "control character"),
+        ({"a\u2028b": "v"}, None, "Atlas", "control character"),  # review 20d: YAML breaks the line there
+        ({"a\x85b": "v"}, None, "Atlas", "control character"),
         ({}, None, "Ada\x00Lovelace", "control character"),
     ],
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from vault_sync.errors import MalformedNote
 from vault_sync.frontmatter import decode_note, file_newline, read_frontmatter, yaml_text
-from vault_sync.open_blocks import require_closed
+from vault_sync.open_blocks import open_block, require_closed
 from vault_sync.yaml_edit import (
     comments_in,
     entry_edit,
@@ -51,10 +51,15 @@ def note_filename(name: str) -> str:
 
 
 def observation_line(observation: str, day: str) -> str:
-    """An observation as one dated bullet (`- 2026-11-21: text`); further lines are indented under it."""
+    """An observation as one dated bullet (`- 2026-11-21: text`); further lines are indented under it. One
+    whose first line opens a block (a code fence, `%%`, `<!--`, `<pre>`) starts under the bullet: after the
+    date, its opening line would be text, and the closing line, indented under the item, would open the block
+    the rest of the note then sat in (review 20d)."""
     lines = [line.rstrip() for line in observation.strip().splitlines() if line.strip()]
     if not lines:
         raise ValueError("an observation must not be empty")
+    if open_block(lines[0]) is not None:
+        return "\n".join([f"- {day}:", *(f"  {line}" for line in lines)]) + "\n"
     return "\n".join([f"- {day}: {lines[0]}", *(f"  {line}" for line in lines[1:])]) + "\n"
 
 

@@ -16,6 +16,7 @@ from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_plain_text, require_properties
 from server.store import brief_sql, memory_sql
 from server.store.clock import utc_now
+from vault_sync.notes import observation_line
 from vault_sync.open_blocks import open_block
 
 MAX_OBSERVATION_CHARS = 20_000
@@ -65,7 +66,8 @@ async def remember(
         )
     if observation is not None:
         require_plain_text(observation, "the observation")
-        if (left_open := open_block(observation)) is not None:  # it would hide the rest of the note
+        # As written into the note: what it leaves open would hide the rest of the note.
+        if observation.strip() and (left_open := open_block(observation_line(observation, "0000-00-00"))):
             raise ServiceError(
                 f"the observation leaves {left_open} open, which would swallow what follows it in the note "
                 "(and stop later observations); close it in the observation"

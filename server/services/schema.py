@@ -21,17 +21,26 @@ MAX_VALUE_CHARS = 10_000
 # Longer keys are written by YAML as `? key` (a complex key, from 128 characters), a layout no line-by-line
 # edit can keep: the note could not be edited by a tool again (review 20c).
 MAX_KEY_CHARS = 100
-# C0 control characters but tab, line feed and carriage return: a NUL written into a note makes it binary to
-# every reader (engrama's too: the note could then never be read or written again), the others are invisible.
-_CONTROLS = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\n\r")
+# C0 control characters but tab, line feed, carriage return and form feed: a NUL written into a note makes it
+# binary to every reader (engrama's too: the note could then never be read or written again), the others are
+# invisible.
+_CONTROLS = frozenset(chr(c) for c in range(32) if chr(c) not in "\t\n\r\f")
+# What may not be in one line of YAML or a heading: C0 and C1 controls but tab, and every character that
+# breaks a line for YAML or Python (`\x85`, U+2028, U+2029 too: a property name holding one is written as a
+# `? key` complex key, which no line-by-line edit keeps; review 20d).
+_NOT_IN_A_LINE = frozenset(
+    [chr(c) for c in (*range(32), *range(0x7F, 0xA0)) if chr(c) != "\t"] + ["\u2028", "\u2029"]
+)
 
 
-def require_plain_text(text: str, what: str) -> None:
-    """ServiceError when `text` holds a control character (a NUL, an escape) that has no place in a note."""
-    if found := next((c for c in text if c in _CONTROLS), None):
+def require_plain_text(text: str, what: str, *, one_line: bool = False) -> None:
+    """ServiceError when `text` holds a control character (a NUL, an escape) that has no place in a note, or,
+    `one_line`, any character that would break the line."""
+    banned = _NOT_IN_A_LINE if one_line else _CONTROLS
+    if found := next((c for c in text if c in banned), None):
         raise ServiceError(
-            f"{what} holds the control character {found!r}, which has no place in a note (a NUL makes the "
-            "file binary); leave it out"
+            f"{what} holds the character {found!r} (a control character or a line break), which has no place "
+            "there (a NUL makes the note binary); leave it out"
         )
 
 
@@ -112,7 +121,7 @@ def require_name(name: str, what: str = "name") -> str:
         raise ServiceError(f"{what} must be one line; put longer text in the observation")
     if any(c in cleaned for c in "[]|"):
         raise ServiceError(f"{what} {cleaned!r} must not contain '[', ']' or '|' (they break wikilinks)")
-    require_plain_text(cleaned, what)
+    require_plain_text(cleaned, what, one_line=True)
     if len(cleaned) > MAX_NAME_CHARS:
         raise ServiceError(
             f"{what} is {len(cleaned)} characters; keep it under {MAX_NAME_CHARS} "
@@ -134,7 +143,7 @@ def require_properties(properties: Mapping[str, Any]) -> dict[str, Any]:
             raise ServiceError(
                 f"property name {key[:40]!r}... is {len(key)} characters; keep it under {MAX_KEY_CHARS}"
             )
-        require_plain_text(key, f"property name {key!r}")
+        require_plain_text(key, f"property name {key!r}", one_line=True)
         if key.lower() in RESERVED_PROPERTIES:
             raise ServiceError(
                 f"property {key!r} is reserved: pass the label and name as arguments and relations "
