@@ -23,6 +23,7 @@ from server.store.clock import utc_ago
 from server.store.database import DatabaseProblem
 from vault_sync import scan
 from vault_sync.errors import VaultError
+from vault_sync.identify import read_id
 from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.names import fold
@@ -121,28 +122,60 @@ async def drop_stubs_left_over(store: GraphStore) -> int:
 
 
 async def check_vault_of_database(store: GraphStore, vault: Path, db_path: Path) -> None:
-    """A database keeps the graph of one vault: the first vault it is used with is recorded in it (`VAULT_KEY`),
-    and it refuses another (DatabaseProblem, with what to do). Two MCP servers configured with one `--db` for two
-    vaults shared the graph and its lease: the second served the first vault's notes, and what the assistant
-    remembered through it was written into the first vault (the one holding the lease wrote the queued note).
-    A vault moved (its recorded folder is gone) keeps its database, as does the same folder reached by another
-    path (a symlink)."""
-    recorded = Path(await store.claim_meta(VAULT_KEY, str(vault)))
+    """A database keeps the graph of one vault: the vault it first takes notes in from is recorded in it
+    (`VAULT_KEY`), and it refuses another (DatabaseProblem, with what to do). Two MCP servers configured with one
+    `--db` for two vaults shared the graph and its lease: the second served the first vault's notes, and what
+    the assistant remembered through it was written into the first vault. A database that holds no note yet is
+    no vault's (a start refused before it took any in records nothing for good: review 20d). A vault moved
+    keeps its database when its recorded folder is gone and the new one holds a note the graph knows; the same
+    folder reached by another path (a symlink) is the same vault."""
+    recorded_text = await store.claim_meta(VAULT_KEY, str(vault))
+    recorded = Path(recorded_text)
     if recorded == vault or await asyncio.to_thread(_same_folder, recorded, vault):
         return
-    if await asyncio.to_thread(os.path.isdir, recorded):
-        raise DatabaseProblem(
-            f"the database {db_path} keeps the graph of the vault {recorded}, not of {vault}: a database serves "
-            "one vault (two sharing one would write one vault's memories into the other). Give this vault a "
-            "database of its own: leave out --db and ENGRAMA_DB_PATH for the per-vault default, or name "
-            "another file"
+    if not await store.read(sync_sql.knows_files):
+        await store.set_meta(VAULT_KEY, str(vault))
+        return
+    if not await asyncio.to_thread(os.path.isdir, recorded) and await _holds_a_known_note(store, vault):
+        log.warning(
+            "the vault %s this database kept is gone, and %s holds its notes: it moved", recorded, vault
         )
-    log.warning(
-        "the vault %s this database kept is gone; taking %s as that vault moved (it keeps the graph)",
-        recorded,
-        vault,
+        await store.set_meta(VAULT_KEY, str(vault))
+        return
+    gone = "" if await asyncio.to_thread(os.path.isdir, recorded) else " (not there now: a drive unplugged?)"
+    raise DatabaseProblem(
+        f"the database {db_path} keeps the graph of the vault {recorded}{gone}, not of {vault}: a database "
+        "serves one vault (two sharing one would write one vault's memories into the other). Give this vault a "
+        "database of its own: leave out --db and ENGRAMA_DB_PATH for the per-vault default, or name another "
+        "file"
     )
-    await store.set_meta(VAULT_KEY, str(vault))
+
+
+async def _holds_a_known_note(store: GraphStore, vault: Path, looked_at: int = 200) -> bool:
+    """Whether one of the first `looked_at` notes found in `vault` carries an engrama_id the graph knows: the
+    sign that the vault the database kept moved there, not that another vault took its place."""
+    for node_id in await asyncio.to_thread(_ids_in, vault, looked_at):
+        if await store.get_node(node_id) is not None:
+            return True
+    return False
+
+
+def _ids_in(vault: Path, looked_at: int) -> list[str]:
+    ids: list[str] = []
+    for folder, dirs, names in os.walk(vault):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in (n for n in names if n.endswith(".md")):
+            try:
+                with open(os.path.join(folder, name), "rb") as note:
+                    found = read_id(note.read(65536))
+            except OSError:
+                continue
+            if found is not None:
+                ids.append(found)
+            looked_at -= 1
+            if looked_at <= 0:
+                return ids
+    return ids
 
 
 async def check_is_the_vault(store: GraphStore, vault: Path) -> None:
@@ -186,8 +219,8 @@ async def open_runtime(
     try:
         sync = None
         if settings.vault is not None:
-            await check_vault_of_database(store, settings.vault, settings.db_path)
             await check_is_the_vault(store, settings.vault)
+            await check_vault_of_database(store, settings.vault, settings.db_path)
             if settings.db_path.is_relative_to(settings.vault):
                 log.warning(
                     "the database %s is inside the vault: a sync tool (iCloud, Dropbox, Obsidian Sync, "

@@ -165,8 +165,32 @@ def test_a_database_of_one_vault_is_refused_for_another_and_follows_a_moved_vaul
     work.rename(moved)
     done = run("sync", "--vault", str(moved), "--db", str(db))
     assert done.returncode == 0 and "1 unchanged" in done.stdout and "0 created" in done.stdout, done
-    assert "is gone; taking" in done.stderr
+    assert "holds its notes: it moved" in done.stderr
     assert run("sync", "--vault", str(personal), "--db", str(db)).returncode == 2
+
+
+def test_a_refused_start_ties_the_database_to_no_folder(documents: Path, tmp_path: Path) -> None:
+    """Review 20d: the database recorded the folder above the vault before the folder was refused, so doing
+    what the message said (pointing --vault at the vault inside) was refused too."""
+    db = tmp_path / "one.db"
+    assert run("sync", "--vault", str(documents), "--db", str(db)).returncode == 2
+    done = run("sync", "--vault", str(documents / VAULT), "--db", str(db))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_database_whose_vault_is_unplugged_is_not_taken_over_by_another_vault(tmp_path: Path) -> None:
+    """Review 20d: a vault on a drive that was not plugged in counted as moved, so another vault given the same
+    database took its graph over (archiving its notes), and the first was refused once plugged in again."""
+    work, personal = two_vaults(tmp_path)
+    db = tmp_path / "one.db"
+    assert run("sync", "--vault", str(work), "--db", str(db)).returncode == 0
+    work.rename(tmp_path / "drive")  # unplugged
+    done = run("sync", "--vault", str(personal), "--db", str(db))
+    assert done.returncode == 2 and "not there now" in done.stderr, done
+    assert "engrama_id" not in (personal / "Diary.md").read_text(encoding="utf-8")
+    (tmp_path / "drive").rename(work)  # plugged in again
+    done = run("sync", "--vault", str(work), "--db", str(db))
+    assert done.returncode == 0 and "1 unchanged" in done.stdout and "0 archived" in done.stdout, done
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
