@@ -118,3 +118,22 @@ async def test_calls_in_flight_at_once_for_one_name_in_several_cases_make_one_no
     assert len(made) == 1
     text = (vault / made[0]).read_text(encoding="utf-8")
     assert all(f"seen as {name}" in text for name in ("Nova", "nova", "NOVA"))
+
+
+async def test_a_remember_of_tags_or_aliases_meets_the_notes_own_and_replaces_them_only_when_told(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 20d: the graph keeps a note's tags and aliases apart from its properties, so a remember setting
+    `tags` found nothing to meet and replaced the person's tags without a word or a history."""
+    note = vault / "Projects/Atlas.md"
+    note.write_text(
+        "---\ntype: Project\ntags: [work, urgent]\naliases: [ATL]\n---\nAtlas.\n", encoding="utf-8"
+    )
+    await rt.require_sync().sync_path("Projects/Atlas.md")
+    asked = await remember(rt, "Project", "Atlas", {"tags": ["personal"], "aliases": ["ATL"]})
+    assert [c.key for c in asked.clarifications] == ["tags"]
+    text = note.read_text(encoding="utf-8")
+    assert "tags: [work, urgent]" in text and "aliases: [ATL]" in text
+    both = await remember(rt, "Project", "Atlas", {"tags": ["personal"]}, resolve="keep_both")
+    assert not both.clarifications
+    assert all(tag in note.read_text(encoding="utf-8") for tag in ("work", "urgent", "personal"))
