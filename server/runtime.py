@@ -125,29 +125,34 @@ async def check_vault_of_database(store: GraphStore, vault: Path, db_path: Path)
     """A database keeps the graph of one vault: the vault it first takes notes in from is recorded in it
     (`VAULT_KEY`), and it refuses another (DatabaseProblem, with what to do). Two MCP servers configured with one
     `--db` for two vaults shared the graph and its lease: the second served the first vault's notes, and what
-    the assistant remembered through it was written into the first vault. A database that holds no note yet is
-    no vault's (a start refused before it took any in records nothing for good: review 20d). A vault moved
-    keeps its database when its recorded folder is gone and the new one holds a note the graph knows; the same
-    folder reached by another path (a symlink) is the same vault."""
+    the assistant remembered through it was written into the first vault. A vault moved or restored elsewhere
+    keeps its database when the new folder holds notes the graph knows and the recorded one holds none (gone, or
+    left empty: review 20e); the same folder reached by another path (a symlink) is the same vault. Of two
+    processes claiming a new database for two vaults at once, the second is refused (the recorded folder is
+    there)."""
     recorded_text = await store.claim_meta(VAULT_KEY, str(vault))
     recorded = Path(recorded_text)
     if recorded == vault or await asyncio.to_thread(_same_folder, recorded, vault):
         return
-    if not await store.read(sync_sql.knows_files):
-        await store.set_meta(VAULT_KEY, str(vault))
+    there = await asyncio.to_thread(os.path.isdir, recorded)
+    if not there and not await store.read(sync_sql.knows_files):
+        await store.set_meta(VAULT_KEY, str(vault))  # recorded by a start that took nothing in, and gone
         return
-    if not await asyncio.to_thread(os.path.isdir, recorded) and await _holds_a_known_note(store, vault):
+    # Moved, or restored elsewhere: the new folder holds notes the graph knows, and the recorded one none
+    # (gone, or left empty). Two vaults claiming a new database at once: the second is refused.
+    if await _holds_a_known_note(store, vault) and not (there and await _holds_a_known_note(store, recorded)):
         log.warning(
-            "the vault %s this database kept is gone, and %s holds its notes: it moved", recorded, vault
+            "the vault %s this database kept holds its notes no more, %s does: it moved", recorded, vault
         )
         await store.set_meta(VAULT_KEY, str(vault))
         return
-    gone = "" if await asyncio.to_thread(os.path.isdir, recorded) else " (not there now: a drive unplugged?)"
+    gone = "" if there else " (not there now: a drive unplugged?)"
     raise DatabaseProblem(
         f"the database {db_path} keeps the graph of the vault {recorded}{gone}, not of {vault}: a database "
         "serves one vault (two sharing one would write one vault's memories into the other). Give this vault a "
         "database of its own: leave out --db and ENGRAMA_DB_PATH for the per-vault default, or name another "
-        "file"
+        f"file. If {vault} is that vault moved or restored, its notes carry the ids this database knows once "
+        f"{recorded} holds them no more"
     )
 
 

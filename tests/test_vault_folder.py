@@ -11,6 +11,7 @@ as before (the example vault is one).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -165,7 +166,7 @@ def test_a_database_of_one_vault_is_refused_for_another_and_follows_a_moved_vaul
     work.rename(moved)
     done = run("sync", "--vault", str(moved), "--db", str(db))
     assert done.returncode == 0 and "1 unchanged" in done.stdout and "0 created" in done.stdout, done
-    assert "holds its notes: it moved" in done.stderr
+    assert "does: it moved" in done.stderr
     assert run("sync", "--vault", str(personal), "--db", str(db)).returncode == 2
 
 
@@ -191,6 +192,46 @@ def test_a_database_whose_vault_is_unplugged_is_not_taken_over_by_another_vault(
     (tmp_path / "drive").rename(work)  # plugged in again
     done = run("sync", "--vault", str(work), "--db", str(db))
     assert done.returncode == 0 and "1 unchanged" in done.stdout and "0 archived" in done.stdout, done
+
+
+def test_a_vault_restored_to_another_folder_keeps_its_database_when_the_old_one_is_left_empty(
+    tmp_path: Path,
+) -> None:
+    """Review 20e: a vault restored to a new path was refused while its old folder still existed, even empty,
+    and told to take a new database (losing the graph's history and insights)."""
+    work, _ = two_vaults(tmp_path)
+    db = tmp_path / "one.db"
+    assert run("sync", "--vault", str(work), "--db", str(db)).returncode == 0
+    restored = tmp_path / "Restored"
+    shutil.copytree(work, restored)
+    done = run("sync", "--vault", str(restored), "--db", str(db))
+    assert done.returncode == 2, done  # both hold its notes: which is the vault is not for engrama to guess
+    for note in work.iterdir():
+        note.unlink()
+    done = run("sync", "--vault", str(restored), "--db", str(db))
+    assert done.returncode == 0 and "1 unchanged" in done.stdout, done
+
+
+def test_two_vaults_claiming_a_new_database_at_once_get_it_for_one_of_them_only(tmp_path: Path) -> None:
+    """Review 20e: two syncs of two vaults started together on a new database could both pass, the database
+    then naming one vault while holding the other's notes."""
+    work, personal = two_vaults(tmp_path)
+    db = tmp_path / "one.db"
+    started = [
+        subprocess.Popen(
+            [SCRIPT, "sync", "--vault", str(v), "--db", str(db)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for v in (work, personal)
+    ]
+    codes = sorted(p.wait(timeout=60) for p in started)
+    assert codes == [0, 2], codes
+    vaults = [v for v in (work, personal) if run("sync", "--vault", str(v), "--db", str(db)).returncode == 0]
+    assert len(vaults) == 1
+    assert "engrama_id" not in ({work, personal} - set(vaults)).pop().joinpath(
+        "Budget.md" if vaults[0] == personal else "Diary.md"
+    ).read_text(encoding="utf-8")
 
 
 @pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
