@@ -28,6 +28,7 @@ from server.live import live_sync
 from server.reflect.service import decide_insight, reflect
 from server.runtime import Runtime, open_runtime
 from server.services import outbox
+from server.services.entities import RelationSpec
 from server.services.forget import forget
 from server.services.relate import relate
 from server.services.remember import remember
@@ -420,6 +421,30 @@ async def test_a_write_queued_earlier_lands_before_the_holders_own_and_does_not_
     written = note.read_text(encoding="utf-8")
     assert "status: archived" not in written and "picked up again" in written
     assert (await rt.store.find_nodes("Atlas"))[0].status == "active"
+
+
+async def test_a_forget_queued_lands_before_a_relation_that_brings_its_entity_back(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 20e: a follower forgot Borealis (queued); the holder's own client then related Atlas to it, which
+    made Borealis current again ("was archived and is current again"); the drain then archived it."""
+    await _atlas(rt, vault)
+    (vault / "Projects/Borealis.md").write_text("---\ntype: Project\n---\nBorealis.\n", encoding="utf-8")
+    sync = rt.require_sync()
+    await sync.sync_vault()
+    for bring_back in (
+        lambda: relate(rt, "Atlas", "RELATED_TO", "Borealis"),
+        lambda: remember(
+            rt, "Project", "Atlas", {}, "works with Borealis", [RelationSpec("RELATED_TO", "Borealis")]
+        ),
+    ):
+        sync.writable = False
+        await forget(rt, "Borealis")
+        sync.writable = True
+        await bring_back()
+        await outbox.drain(rt)
+        assert (await rt.store.find_nodes("Borealis"))[0].status == "active"
+        assert "status: archived" not in (vault / "Projects/Borealis.md").read_text(encoding="utf-8")
 
 
 async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes_the_rest(

@@ -18,7 +18,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -61,8 +61,8 @@ class Drained:
     failed: int
 
 
-async def drain(rt: Runtime, subject: str | None = None) -> Drained:
-    """Apply every queued write this process can (only those about `subject`, when given); returns how many
+async def drain(rt: Runtime, subjects: Collection[str] | None = None) -> Drained:
+    """Apply every queued write this process can (only those about `subjects`, when given); returns how many
     were applied and how many must wait.
 
     Does nothing unless this process may write the vault (it holds the lease)."""
@@ -70,27 +70,29 @@ async def drain(rt: Runtime, subject: str | None = None) -> Drained:
         return Drained(0, 0)
     # One drain at a time: the upkeep's, or the one a tool call runs first (`in_order`).
     async with rt.outbox_lock:
-        return await _drain(rt, subject)
+        return await _drain(rt, None if subjects is None else set(subjects))
 
 
-async def in_order(rt: Runtime, subject: Node | None) -> None:
-    """Before this process writes the note of `subject` for a tool call, the writes another client's server
-    queued earlier about it land first: applied after, an older queued write would undo the newer one (review
-    20b: a follower's `status: paused`, then the holder's own `status: shipped`, ended as `paused`; a forget
-    queued, then a remember bringing the entity back, ended archived). Only that entity's: a row waiting for
-    a note someone is typing in must not hold up writes to every other note (review 20d)."""
-    if subject is not None:
-        await drain(rt, subject.id)
+async def in_order(rt: Runtime, *subjects: Node | None) -> None:
+    """Before this process writes for a tool call about `subjects` (the entity written, and those its relations
+    reach, which the write may bring back from the archive), the writes another client's server queued earlier
+    about them land first: applied after, an older queued write would undo the newer one (review 20b: a
+    follower's `status: paused`, then the holder's own `status: shipped`, ended as `paused`; review 20e: a
+    forget queued, then a relation that brought its entity back, ended archived). Only theirs: a row waiting
+    for a note someone is typing in must not hold up writes to every other note (review 20d)."""
+    wanted = {node.id for node in subjects if node is not None}
+    if wanted:
+        await drain(rt, wanted)
 
 
-async def _drain(rt: Runtime, subject: str | None) -> Drained:
+async def _drain(rt: Runtime, subjects: set[str] | None) -> Drained:
     applied = failed = 0
     blocked: set[str] = set()  # subjects with a row that failed: their later rows wait behind it
     after = 0
     while rows := await rt.store.read(outbox_sql.waiting, after, PAGE):
         for row in rows:
             after = row.id
-            if row.subject in blocked or (subject is not None and row.subject != subject):
+            if row.subject in blocked or (subjects is not None and row.subject not in subjects):
                 continue
             if await _apply_row(rt, row):
                 applied += 1

@@ -46,8 +46,9 @@ async def relate(
     wanted = optional_label(rt.profile, source_label)
     async with rt.entity_lock(source):
         label, name, node = await _source(rt, source, wanted, rel)
-        if node is not None:  # what another client's server queued about it lands first
-            await in_order(rt, node)
+        reached = await rt.store.find_nodes(target, include_archived=True)
+        if node is not None or reached:  # what another client's server queued about them lands first
+            await in_order(rt, node, *reached)
             label, name, node = await _source(rt, source, wanted, rel)
         specs = [RelationSpec(rel, target, target_label)]
         source_id = node.id if node is not None else None

@@ -82,8 +82,11 @@ async def remember(
         )
     async with rt.entity_lock(name):
         target = await rt.store.read(memory_sql.find_entity, label, name)
-        if target is not None:  # what another client's server queued about it lands first: planned on that
-            await in_order(rt, target)
+        reached = [
+            n for spec in relations for n in await rt.store.find_nodes(spec.target, include_archived=True)
+        ]
+        if target is not None or reached:  # what another client's server queued about them lands first
+            await in_order(rt, target, *reached)
             target = await rt.store.read(memory_sql.find_entity, label, name)
         current = dict(target.properties) if target is not None and target.status != "stub" else {}
         if target is not None and target.path and (fields := NOTE_FIELDS.intersection(props)):
