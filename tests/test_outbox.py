@@ -484,6 +484,27 @@ async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes
     assert "phase: launch" in written and "phase: gamma" not in written
 
 
+async def test_queued_tags_meet_the_notes_own_as_properties_do(rt: Runtime, vault: Path) -> None:
+    """Review 20e: the graph keeps tags and aliases apart from the properties, so a queued `tags` write had no
+    base to meet and replaced the tags the person gave the note meanwhile."""
+    note = await _atlas(rt, vault)
+    sync = rt.require_sync()
+    sync.writable = False
+    await remember(rt, "Project", "Atlas", {"tags": ["alpha"]})
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("type: Project", "type: Project\ntags: [personal]")
+    )
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    assert "tags: [personal]" in note.read_text(encoding="utf-8")
+    sync.writable = False  # and untouched by the person, they land
+    await remember(rt, "Project", "Atlas", {"aliases": ["ATL"]})
+    note.write_text(note.read_text(encoding="utf-8") + "More text.\n", encoding="utf-8")
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    assert "ATL" in note.read_text(encoding="utf-8")
+
+
 async def test_a_queued_write_waiting_for_a_busy_note_holds_up_no_write_to_another(
     vault: Path, db_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import date
@@ -53,6 +53,7 @@ from vault_sync.writer import (
     NoteExists,
     create_note,
     edit_note,
+    read_note,
     restore_from_trash,
 )
 
@@ -333,6 +334,22 @@ async def _given_its_note(rt: Runtime, target: Node) -> Node:
         return holder
     written = await write_entity(rt, target.label, target.name, {}, None, (), target=target)
     return await rt.store.get_node(written.id) or target
+
+
+# Frontmatter keys the graph keeps apart from the properties (as the note's tags and its names): a remember
+# setting one is planned against what the note holds, or it replaced the person's tags without a word
+# (review 20d).
+NOTE_FIELDS = frozenset({"tags", "tag", "aliases", "alias"})
+
+
+async def note_fields(rt: Runtime, rel: str, keys: Collection[str]) -> dict[str, Any]:
+    """What the note at `rel` holds under `keys` now (nothing when it cannot be read: the write says why)."""
+    try:
+        data, _ = await asyncio.to_thread(read_note, rt.vault, rel)
+        _, mapping = read_frontmatter(data)
+    except (OSError, VaultError):
+        return {}
+    return {key: mapping[key] for key in keys if mapping.get(key) is not None}
 
 
 def writes_notes(rt: Runtime) -> bool:
@@ -716,6 +733,13 @@ async def _write_graph_only(
     lease holder in the same transaction (the outbox, `server.services.outbox`), so it reaches the vault."""
     queue = rt.sync is not None
     queued = [QueuedRelation(r.rel_type, r.target.id, r.target.name) for r in relations]
+    # What the note holds under the keys the graph keeps apart (tags, aliases): the base a queued write of them
+    # is applied against (`outbox._still_wanted`), since the graph cannot tell (review 20e).
+    note_base: dict[str, Any] = {}
+    if queue and (fields := NOTE_FIELDS.intersection((*properties, *remove))):
+        held = await rt.store.read(memory_sql.find_merge_target, label, name)
+        if held is not None and held.path:
+            note_base = {key: None for key in fields} | await note_fields(rt, held.path, fields)
     node_id, created, added = await rt.store.write(
         outbox_sql.remember_and_queue,
         label,
@@ -727,6 +751,7 @@ async def _write_graph_only(
         remove,
         queued,
         date.today().isoformat() if queue else None,
+        note_base,
     )
     if not queue:
         message = "saved in the graph only (no vault is configured); no note was written"

@@ -27,7 +27,14 @@ from server.reflect.errors import InsightError, InsightWriteError
 from server.reflect.records import record_approval, record_dismissal, restore_decisions
 from server.reflect.writeback import write_back
 from server.runtime import Runtime
-from server.services.entities import PlannedRelation, note_holder, write_entity, writes_notes
+from server.services.entities import (
+    NOTE_FIELDS,
+    PlannedRelation,
+    note_fields,
+    note_holder,
+    write_entity,
+    writes_notes,
+)
 from server.services.errors import ServiceError
 from server.services.forget import apply_queued_archive, apply_queued_trash
 from server.store import Node, insights_sql, memory_sql, outbox_sql
@@ -160,7 +167,13 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
             # while no server ran is read by the pass that follows the drain (review 20d)
             await rt.require_sync().sync_path(queued.path)
             queued = node = await rt.store.get_node(change.node_id) or queued
-        properties, remove, left = _still_wanted(change, queued.properties)
+        held = dict(queued.properties)
+        if queued.path is not None and (
+            fields := NOTE_FIELDS.intersection((*change.properties, *change.remove))
+        ):
+            # Kept apart from the properties: the note says what they hold now.
+            held |= {key: None for key in fields} | await note_fields(rt, queued.path, fields)
+        properties, remove, left = _still_wanted(change, held)
         if left:
             log.info(
                 "a queued write to %s leaves %s as it is: changed since the write was queued (by the person, or "

@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from server.runtime import Runtime
 from server.services import reflect_hooks
 from server.services.conflicts import Clarification, PropertyPlan, plan_properties, require_resolve
-from server.services.entities import PlannedRelation, RelationSpec, relations_planned, write_reviving
+from server.services.entities import (
+    NOTE_FIELDS,
+    PlannedRelation,
+    RelationSpec,
+    note_fields,
+    relations_planned,
+    write_reviving,
+)
 from server.services.errors import ServiceError
 from server.services.outbox import in_order
 from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_plain_text, require_properties
 from server.store import brief_sql, memory_sql
 from server.store.clock import utc_now
-from vault_sync.errors import VaultError
-from vault_sync.frontmatter import read_frontmatter
 from vault_sync.notes import observation_line
 from vault_sync.open_blocks import open_block
-from vault_sync.writer import read_note
 
 MAX_OBSERVATION_CHARS = 20_000
 MAX_RELATIONS = 50
@@ -90,7 +93,7 @@ async def remember(
             target = await rt.store.read(memory_sql.find_entity, label, name)
         current = dict(target.properties) if target is not None and target.status != "stub" else {}
         if target is not None and target.path and (fields := NOTE_FIELDS.intersection(props)):
-            current |= await _note_fields(rt, target.path, fields)
+            current |= await note_fields(rt, target.path, fields)
         plan = plan_properties(target.name if target else name, current, props, choice)
         why = (reason or "").strip() or (observation or "").strip() or "changed with engrama_remember"
         source_id = target.id if target is not None else None
@@ -130,22 +133,6 @@ def _message(
     for ask in plan.clarifications:
         parts.append(f"{ask.key} was NOT changed: {ask.question}")
     return "; ".join(parts)
-
-
-# Frontmatter keys the graph keeps apart from the properties (as the note's tags and its names): a remember
-# setting one is planned against what the note holds, or it replaced the person's tags without a word
-# (review 20d).
-NOTE_FIELDS = frozenset({"tags", "tag", "aliases", "alias"})
-
-
-async def _note_fields(rt: Runtime, rel: str, keys: Collection[str]) -> dict[str, Any]:
-    """What the note at `rel` holds under `keys` now (nothing when it cannot be read: the write says why)."""
-    try:
-        data, _ = await asyncio.to_thread(read_note, rt.vault, rel)
-        _, mapping = read_frontmatter(data)
-    except (OSError, VaultError):
-        return {}
-    return {key: mapping[key] for key in keys if mapping.get(key) is not None}
 
 
 async def _keep_questions(rt: Runtime, node_id: str, plan: PropertyPlan, props: Mapping[str, Any]) -> None:

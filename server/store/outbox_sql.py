@@ -10,7 +10,7 @@ Synchronous functions on the raw connection, run through `GraphStore.read` / `Gr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -75,12 +75,13 @@ def remember_and_queue(
     remove: tuple[str, ...],
     relations: Sequence[QueuedRelation],
     day: str | None,
+    note_base: Mapping[str, Any] | None = None,
 ) -> tuple[str, bool, int]:
     """MERGE the entity and open its relations as tool edges in the graph; with `day` set, also queue the
     note write (dated `day`). Returns (node id, created, relations added)."""
     target = memory_sql.find_merge_target(conn, label, name)
     held = target.properties if target is not None and target.status != "stub" else {}
-    base = {key: held.get(key) for key in (*properties, *remove)}
+    base = {key: held.get(key) for key in (*properties, *remove)} | dict(note_base or {})
     node_id, created = memory_sql.remember_in_graph(
         conn, label, name, properties, observation, now, reason, remove
     )
