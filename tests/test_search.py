@@ -279,3 +279,16 @@ async def test_the_part_read_aside_gives_the_same_ranking_as_reading_it_all_on_o
         assert aside.result().notes  # the aside part really ran and found notes
     found = await search(rt, "what did Caroline research?")
     assert [h.name for h in found.results][0] == "Caroline research"
+
+
+async def test_a_note_with_a_placeholder_date_is_synced_and_found(rt: Runtime, vault: Path) -> None:
+    """A template's `due: 0000-00-00` (or a typo such as 2024-02-30) made the note "invalid YAML": it was
+    neither indexed nor searchable (session 20)."""
+    write(
+        vault,
+        "Tasks/Renew passport.md",
+        "---\ndue: 0000-00-00\nasked: 2024-02-30\n---\nBook the consulate slot.\n",
+    )
+    report = await rt.require_sync().sync_vault()
+    assert not report.errors and report.created == 1
+    assert "Renew passport" in await names(rt, "consulate slot")

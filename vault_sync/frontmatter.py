@@ -17,9 +17,26 @@ import yaml
 from vault_sync.errors import MalformedNote, UnreadableNote
 
 try:  # the C loader is ~10x faster; fall back when PyYAML was built without libyaml
-    _Loader: type = yaml.CSafeLoader
+    _Base: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):
+    """The safe loader, reading a date that is no date (`0000-00-00`, `2024-02-30`: a template's placeholder, a
+    typo) as the text it is, as Obsidian shows it, instead of failing the whole note: the note was then neither
+    indexed nor searchable until the person changed their convention (YAML 1.2, which Obsidian follows, has no
+    timestamps at all)."""
+
+
+def _timestamp_or_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    try:
+        return yaml.SafeLoader.construct_yaml_timestamp(loader, node)
+    except (ValueError, OverflowError):
+        return loader.construct_scalar(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_or_text)
 
 BOM = b"\xef\xbb\xbf"
 _OPENING = re.compile(rb"---[ \t]*(\r?\n|\Z)")
