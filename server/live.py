@@ -44,7 +44,7 @@ from server.services.outbox import drain
 from server.store import clock, outbox_sql
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
-from vault_sync.writer import let_go
+from vault_sync.writer import let_go, write_again
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ class LiveSync:
             if not await self.rt.store.read(outbox_sql.has_waiting) or not self.lease.try_acquire():
                 return
             await remove_leftovers(sync.root, self.rt.store)
+            write_again(sync.root)
             sync.writable = True
             done = await asyncio.wait_for(drain(self.rt), LEAVING_DRAIN)
             log.info("wrote %d queued change(s) into the vault before stopping", done.applied)
@@ -157,6 +158,7 @@ class LiveSync:
         # this process writes anything, off the event loop (it walks the vault's folders).
         await remove_leftovers(self.rt.sync.root, self.rt.store)
         self._stubs_swept = time.monotonic()
+        write_again(self.rt.sync.root)
         self.rt.sync.writable = True
         self.reconciler = LiveReconciler(
             self.rt.sync,
@@ -240,8 +242,12 @@ class LiveSync:
         # Tool calls cut short (the client went away) may still be writing on their threads: the lease goes once
         # they are done or have given up, so the next holder is the vault's only writer.
         held = self.rt.sync is not None and self.lease.held
-        if held and not await asyncio.to_thread(let_go, self.rt.vault, LET_GO_WAIT):
-            log.warning("a write into the vault was still under way after %.0f s; letting go", LET_GO_WAIT)
+        if held and self.rt.sync is not None:
+            self.rt.sync.writable = False  # a tool call from now on queues its write for the next holder
+            if not await asyncio.to_thread(let_go, self.rt.vault, LET_GO_WAIT):
+                log.warning(
+                    "a write into the vault was still under way after %.0f s; letting go", LET_GO_WAIT
+                )
         self.lease.release()
         if self._running:
             self._running = False

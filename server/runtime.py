@@ -28,7 +28,7 @@ from vault_sync.lease import VaultLease
 from vault_sync.leftovers import remove_leftover_temps
 from vault_sync.names import fold
 from vault_sync.reconcile import NoteRules, VaultSync
-from vault_sync.writer import ARRIVED_QUIET, Quiet
+from vault_sync.writer import ARRIVED_QUIET, Quiet, write_again
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +244,7 @@ async def open_runtime(
             elif lease is not None:
                 # The only writer now: what a killed writer left is nobody's any more.
                 await remove_leftovers(settings.vault, store)
+                write_again(settings.vault)
             sync = VaultSync(
                 settings.vault, store, note_rules(profile), writable=writable, settle=settings.settle
             )

@@ -575,6 +575,33 @@ async def test_a_server_stopping_lets_the_lease_go_only_once_its_writes_are_done
     assert b"written after the client left" not in released
 
 
+async def test_a_write_that_reaches_the_writer_after_the_lease_went_is_refused(
+    vault: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 20e: a remember past its checks (this process held the lease) that reached the writer only after
+    the server had let the lease go wrote into the vault all the same."""
+    (vault / "Plan.md").write_text("# Plan\nfirst draft\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt:
+        live = LiveSync(rt, quiet=0.05)
+        await live.start()
+        await eventually(lambda: id_lines(vault / "Plan.md"), 10, what="the note's id line")
+        before = (vault / "Plan.md").read_bytes()
+        slow = rt.quiet_rule
+
+        async def held_up(rel: str) -> Any:  # the call is held up just before it writes
+            await asyncio.sleep(1.0)
+            return await slow(rel)
+
+        monkeypatch.setattr(rt, "quiet_rule", held_up)
+        call = asyncio.create_task(remember(rt, "Note", "Plan", {}, "written after the lease went"))
+        await asyncio.sleep(0.3)
+        await live.stop()
+        assert not live.lease.held
+        with pytest.raises(Exception, match="stopping"):
+            await call
+    assert (vault / "Plan.md").read_bytes() == before
+
+
 async def test_with_watching_off_the_catch_up_still_runs(vault: Path, db_path: Path) -> None:
     (vault / "A.md").write_text("# A\n", encoding="utf-8")
     settings = Settings(vault=vault, db_path=db_path, watch=False)

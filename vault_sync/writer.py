@@ -264,25 +264,28 @@ def _writing(root: Path) -> Iterator[str]:
 
 
 def let_go(root: Path, timeout: float) -> bool:
-    """Stop writing into the vault at `root` before this process gives up its lease: new writes are refused,
-    writes waiting for a note to be quiet give up at once, and those under way are waited for (at most `timeout`
-    seconds: a write is a few file operations). Writes are allowed again afterwards (this process may take the
-    lease again). True when none was left under way."""
+    """Stop writing into the vault at `root` before this process gives up its lease: new writes are refused
+    from now until `write_again` (a write that passed its checks before, and reaches the writer only after the
+    lease went, is refused too: review 20e), writes waiting for a note to be quiet give up at once, and those
+    under way are waited for (at most `timeout` seconds: a write is a few file operations). True when none was
+    left under way."""
     key = os.path.abspath(root)
     with _ACTIVE_LOCK:
         _LETTING_GO.add(key)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            with _ACTIVE_LOCK:
-                if not _ACTIVE.get(key):
-                    return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-    finally:
+    deadline = time.monotonic() + timeout
+    while True:
         with _ACTIVE_LOCK:
-            _LETTING_GO.discard(key)
+            if not _ACTIVE.get(key):
+                return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def write_again(root: Path) -> None:
+    """This process holds the vault's lease (again): its writes into `root` are allowed (see `let_go`)."""
+    with _ACTIVE_LOCK:
+        _LETTING_GO.discard(os.path.abspath(root))
 
 
 @dataclass(frozen=True)
