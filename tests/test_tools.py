@@ -334,7 +334,9 @@ async def test_a_search_while_the_server_first_takes_in_the_vault_says_its_resul
         (folder / f"Note {i}.md").write_text(f"# Note {i}\nA line about topic {i % 97}.\n", encoding="utf-8")
     async with Client(create_server(Settings(vault=vault, db_path=db_path))) as c:
         during = await call_ok(c, "engrama_search", {"query": "topic"})
-        assert "engrama is still taking in the vault" in during["proactive_hint"], during.get("proactive_hint")
+        assert "engrama is still taking in the vault" in during["proactive_hint"], during.get(
+            "proactive_hint"
+        )
         for _ in range(1200):
             if (await call_ok(c, "engrama_status"))["vault"]["pending"] == 0:
                 break
