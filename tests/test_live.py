@@ -474,6 +474,32 @@ async def test_a_vault_folder_copied_back_note_by_note_is_rescanned_once_the_cop
     assert await _closed_edges(rt) == 0 and len(await active_note_nodes(rt)) == 8
 
 
+async def test_what_happens_in_a_vault_folder_moved_away_is_not_taken_for_the_vault(
+    rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
+) -> None:
+    """CI of a35c61e (1 failure in a run): watches follow the folder, not its path, so an edit in the folder
+    moved away, or a backup tool reading a note there (its access time), was reported under the vault's path;
+    the note, not copied into the new folder yet, was archived and its relations closed, then revived."""
+    names = [f"Note {i}" for i in range(4)]
+    for i, name in enumerate(names):
+        (vault / f"{name}.md").write_text(f"# {name}\nsee [[{names[(i + 1) % 4]}]]\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0
+    os.rename(vault, tmp_path / "old")
+    vault.mkdir()
+    shutil.copy2(tmp_path / "old" / "Note 0.md", vault / "Note 0.md")  # the copy back has begun
+    with open(tmp_path / "old" / "Note 2.md", "a", encoding="utf-8") as note:  # edited where it was
+        note.write("an afterthought\n")
+    await asyncio.sleep(0.5)  # the old watches report it as Note 2.md of the vault
+    for name in names[1:]:
+        shutil.copy2(tmp_path / "old" / f"{name}.md", vault / f"{name}.md")
+    await eventually(lambda: live.reconciler is not None and live.reconciler.watching, 10)
+    await asyncio.sleep(debounce.SWAP_QUIET + 1.5)
+    await live.wait_idle()
+    assert await _closed_edges(rt) == 0 and len(await active_note_nodes(rt)) == 4
+
+
 async def test_a_vault_folder_replaced_by_a_symlink_is_watched_where_it_leads(
     rt: Runtime, vault: Path, live: LiveSync, tmp_path: Path
 ) -> None:

@@ -135,12 +135,26 @@ class _Inbox:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, root: Path, inbox: _Inbox, on_settings: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        inbox: _Inbox,
+        on_settings: Callable[[], None] | None = None,
+        same_folder: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._root = root
         self._inbox = inbox
         self._on_settings = on_settings
+        self._same_folder = same_folder
 
     def dispatch(self, event: FileSystemEvent) -> None:
+        # Watches follow the folder, not its path: once the vault's folder was moved away (a backup put in its
+        # place), what happens in the old folder is reported under the vault's paths, and a note read there by
+        # the copy (its access time) was taken for one gone from the new folder. Such events are dropped; the
+        # look at the folder (`LiveReconciler._check_folder`) watches the new one within a second. One `stat`
+        # of the vault folder per event, on watchdog's thread.
+        if not self._same_folder():
+            return
         changes = changes_for(self._root, event)
         if changes:
             self._inbox.offer(changes)
@@ -226,7 +240,7 @@ class VaultWatcher:
         overflow_log.addHandler(self._overflow)
         observer = Observer()
         observer.schedule(
-            _Handler(watched, self._inbox, self._on_settings),
+            _Handler(watched, self._inbox, self._on_settings, self.same_folder),
             str(watched),
             recursive=True,
             event_filter=WATCHED_EVENTS,
