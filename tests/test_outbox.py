@@ -9,6 +9,7 @@ holder, or by the follower itself once it takes the lease.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sqlite3
 import subprocess
@@ -482,6 +483,30 @@ async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes
     assert await outbox.drain(rt) == outbox.Drained(1, 0)
     written = note.read_text(encoding="utf-8")
     assert "phase: launch" in written and "phase: gamma" not in written
+
+
+async def test_a_row_waiting_on_a_broken_note_does_not_read_it_again_at_every_drain(
+    rt: Runtime, vault: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review 20e: each drain (every second) reconciled the note of a row waiting on broken YAML again, and
+    logged again that it cannot be read: thousands of lines an hour."""
+    note = await _atlas(rt, vault)
+    sync = rt.require_sync()
+    sync.writable = False
+    await remember(rt, "Project", "Atlas", {"status": "paused"})
+    sync.writable = True
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("type: Project", "type: [Project"), encoding="utf-8"
+    )
+    caplog.set_level(logging.WARNING, logger="vault_sync.reconcile")
+    for _ in range(3):
+        assert await outbox.drain(rt) == outbox.Drained(0, 1)
+    assert caplog.text.count("cannot sync Projects/Atlas.md") == 1
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("type: [Project", "type: Project"), encoding="utf-8"
+    )
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)  # fixed: read again, and the row lands
+    assert "status: paused" in note.read_text(encoding="utf-8")
 
 
 async def test_queued_tags_meet_the_notes_own_as_properties_do(rt: Runtime, vault: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -165,7 +166,7 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     if queued is not None and node is queued and change.base is not None:
         if queued.path is not None:  # what the note says now, not what the graph last read: an edit made
             # while no server ran is read by the pass that follows the drain (review 20d)
-            await rt.require_sync().sync_path(queued.path)
+            await _read_now(rt, queued.path)
             queued = node = await rt.store.get_node(change.node_id) or queued
         held = dict(queued.properties)
         if queued.path is not None and (
@@ -199,6 +200,27 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     if not same_day and change.observation and written.path is not None:
         await _append_observation(rt, written.path, change.observation, change.day)
     return written.id
+
+
+# Each note (its full path) a drain reconciled, with its size and modification time then: a row waiting on a note that
+# cannot be read (broken YAML) reconciled it, and logged why it cannot be read, at every drain (each second).
+_READ_AT: dict[str, tuple[int, int]] = {}
+
+
+async def _read_now(rt: Runtime, rel: str) -> None:
+    """Reconcile the note at `rel`, unless its file is as the last drain found it (then the graph has it)."""
+    path = str(rt.vault / rel)
+    try:
+        st = await asyncio.to_thread(os.stat, path)
+    except OSError:
+        seen = None
+    else:
+        seen = (st.st_size, st.st_mtime_ns)
+    if seen is not None and _READ_AT.get(path) == seen:
+        return
+    await rt.require_sync().sync_path(rel)
+    if seen is not None:
+        _READ_AT[path] = seen
 
 
 def _still_wanted(
