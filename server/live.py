@@ -241,9 +241,8 @@ class LiveSync:
                 await self.rt.store.set_meta(SHARED_KEY, json.dumps({"released": True, "pid": os.getpid()}))
         # Tool calls cut short (the client went away) may still be writing on their threads: the lease goes once
         # they are done or have given up, so the next holder is the vault's only writer.
-        held = self.rt.sync is not None and self.lease.held
-        if held and self.rt.sync is not None:
-            self.rt.sync.writable = False  # a tool call from now on queues its write for the next holder
+        if (sync := self.rt.sync) is not None and self.lease.held:
+            sync.writable = False  # a tool call from now on queues its write for the next holder
             if not await asyncio.to_thread(let_go, self.rt.vault, LET_GO_WAIT):
                 log.warning(
                     "a write into the vault was still under way after %.0f s; letting go", LET_GO_WAIT

@@ -562,8 +562,8 @@ class VaultSync:
         graph does not know: the graph holds that file (its inode, size and modification time as it was read) at
         a path that is gone, as a note still owed its id line. Obsidian makes a new note as an empty
         `Untitled.md` and renames it when the title is typed; a note whose id line was taken out may be renamed
-        before it is put back. Without this, the note started
-        a second node and the first was archived with its history and relations (review 18b)."""
+        before it is put back. Without this, the note started a second node and the first was archived with its
+        history and relations (review 18b)."""
         state = read.state
         if state is None or state.ino is None:
             return None

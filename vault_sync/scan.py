@@ -197,8 +197,8 @@ def presence(
 
     "gone" only when the vault root is a folder that can be listed and holds something, every folder on the
     way to `rel` that still exists can be listed too, and the first missing part is really missing (not found,
-    or a file where a folder was). "unseen" for everything else: the root missing (an unplugged drive, an unmounted share), a
-    folder that cannot be listed, an I/O or permission error, a broken symlink, or an iCloud placeholder
+    or a file where a folder was). "unseen" for everything else: the root missing (an unplugged drive, an
+    unmounted share), a folder that cannot be listed, an I/O or permission error, a broken symlink, or an iCloud placeholder
     standing for the note. "there" when the path is (again) in the vault; with `still_a_note=False` (the
     path no longer names a note, e.g. it is now recognised as a conflict copy), or when it is a symlink to
     another note of the vault (`links_to_note`), the file itself may stay.

@@ -454,7 +454,7 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     return to_rel(root, target)
 
 
-def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str = "") -> tuple[bytes, os.stat_result]:
+def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str) -> tuple[bytes, os.stat_result]:
     """Read the note once it is quiet: judged on the stat taken with the very bytes read, so a save that
     starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read). Gives
     up at once (`WriterStopping`) when this process lets the vault at `vault_key` go meanwhile."""

@@ -65,11 +65,12 @@ async def forget(
             "delete_note applies to mode=purge only; archiving never removes a note. "
             "Call again without delete_note, or with mode=purge"
         )
-    from server.services.outbox import in_order  # here: the outbox applies queued forgets through this module
+    from server.services.outbox import any_waiting, in_order  # here: the outbox applies forgets through this
 
     node = await _resolve(rt, name, label)
-    await in_order(rt, node)  # what another client's server queued about it lands first (a remember, say)
-    node = await _resolve(rt, name, label)
+    if await any_waiting(rt):  # what another client's server queued about it lands first (a remember, say)
+        await in_order(rt, node)
+        node = await _resolve(rt, name, label)
     if mode == "archive":
         return await _archive(rt, node)
     return await _purge(rt, node, delete_note)

@@ -74,11 +74,17 @@ async def drain(rt: Runtime, subjects: Collection[str] | None = None) -> Drained
     were applied and how many must wait.
 
     Does nothing unless this process may write the vault (it holds the lease)."""
-    if not writes_notes(rt) or not await rt.store.read(outbox_sql.has_waiting):
+    if not await any_waiting(rt):
         return Drained(0, 0)
     # One drain at a time: the upkeep's, or the one a tool call runs first (`in_order`).
     async with rt.outbox_lock:
         return await _drain(rt, None if subjects is None else set(subjects))
+
+
+async def any_waiting(rt: Runtime) -> bool:
+    """Whether this process writes the vault and writes are queued for it: what `in_order` is worth looking up
+    subjects for (one read; with one client, never)."""
+    return writes_notes(rt) and await rt.store.read(outbox_sql.has_waiting)
 
 
 async def in_order(rt: Runtime, *subjects: Node | None) -> None:
@@ -202,8 +208,8 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     return written.id
 
 
-# Each note (its full path) a drain reconciled, with its size and modification time then: a row waiting on a note that
-# cannot be read (broken YAML) reconciled it, and logged why it cannot be read, at every drain (each second).
+# Each note (its full path) a drain reconciled, with its size and modification time then: a row waiting on a
+# note that cannot be read (broken YAML) reconciled it, and logged why, at every drain (each second).
 _READ_AT: dict[str, tuple[int, int]] = {}
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from server.runtime import Runtime
 from server.services.entities import RelationSpec, relations_planned, write_reviving
 from server.services.errors import ServiceError
-from server.services.outbox import in_order
+from server.services.outbox import any_waiting, in_order
 from server.services.schema import optional_label, require_name, require_relation, single_label
 from server.store import Node, memory_sql
 
@@ -46,9 +46,8 @@ async def relate(
     wanted = optional_label(rt.profile, source_label)
     async with rt.entity_lock(source):
         label, name, node = await _source(rt, source, wanted, rel)
-        reached = await rt.store.find_nodes(target, include_archived=True)
-        if node is not None or reached:  # what another client's server queued about them lands first
-            await in_order(rt, node, *reached)
+        if await any_waiting(rt):  # what another client's server queued about them lands first
+            await in_order(rt, node, *await rt.store.find_nodes(target, include_archived=True))
             label, name, node = await _source(rt, source, wanted, rel)
         specs = [RelationSpec(rel, target, target_label)]
         source_id = node.id if node is not None else None

@@ -18,7 +18,7 @@ from server.services.entities import (
     write_reviving,
 )
 from server.services.errors import ServiceError
-from server.services.outbox import in_order
+from server.services.outbox import any_waiting, in_order
 from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_plain_text, require_properties
 from server.store import brief_sql, memory_sql
@@ -85,10 +85,10 @@ async def remember(
         )
     async with rt.entity_lock(name):
         target = await rt.store.read(memory_sql.find_entity, label, name)
-        reached = [
-            n for spec in relations for n in await rt.store.find_nodes(spec.target, include_archived=True)
-        ]
-        if target is not None or reached:  # what another client's server queued about them lands first
+        if await any_waiting(rt):  # what another client's server queued about them lands first
+            reached = [
+                n for s in relations for n in await rt.store.find_nodes(s.target, include_archived=True)
+            ]
             await in_order(rt, target, *reached)
             target = await rt.store.read(memory_sql.find_entity, label, name)
         current = dict(target.properties) if target is not None and target.status != "stub" else {}
