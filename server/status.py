@@ -22,9 +22,17 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     counts = await rt.store.counts()
     role = rt.state.get("lease")  # read once: a follower may take the lease over meanwhile
     node_count = sum(v for k, v in counts.items() if k.startswith("nodes_") and k != "nodes_archived")
+    backend: dict[str, Any] = {
+        "name": "sqlite",
+        "ok": True,
+        "node_count": node_count,
+        "db_path": str(rt.store.path),
+    }
+    if (trouble := store_trouble(rt)) is not None:  # its writes fail: the graph falls behind the notes
+        backend.update(ok=False, problem=trouble)
     status: dict[str, Any] = {
         "version": __version__,
-        "backend": {"name": "sqlite", "ok": True, "node_count": node_count, "db_path": str(rt.store.path)},
+        "backend": backend,
         "vault": _vault_status(
             rt, counts, await rt.store.read(outbox_sql.summary), role, await _holders_facts(rt, role)
         ),
@@ -56,6 +64,26 @@ async def first_catch_up(rt: Runtime) -> int | None:
     if not isinstance(pending, int) or pending <= 0 or facts.get("last_reconcile_at"):
         return None
     return left if isinstance(left, int) and left >= -1 else -1
+
+
+def store_trouble(rt: Runtime) -> str | None:
+    """Why the database refuses writes (its disk is full, ...) and what to do, while that holds the graph back:
+    this process's last writes failed and its live sync (when it holds the vault) has not taken in every change
+    since."""
+    caught_up = rt.state.get("lease") == "holder" and not rt.state.get("pending")
+    return rt.store.trouble(caught_up=caught_up)
+
+
+def trouble_hint(rt: Runtime) -> str | None:
+    """What a search must say while the database refuses writes (its disk is full, ...): the notes changed since
+    are not in the graph, so its results may miss them or show them as they were."""
+    trouble = store_trouble(rt)
+    if trouble is None:
+        return None
+    return (
+        f"engrama cannot update its graph: {trouble}. Until then these results may miss the latest edits to "
+        "the notes or show them as they were."
+    )
 
 
 async def taking_in_hint(rt: Runtime) -> str | None:

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
 from vault_sync import templates
-from vault_sync.errors import VaultError
+from vault_sync.errors import StoreTrouble, VaultError
 from vault_sync.filesystems import remote_file_system
 from vault_sync.paths import classify
 from vault_sync.reconcile import Later, VaultSync
@@ -67,9 +67,13 @@ POLL_SHARE = 0.05
 # stays pending meanwhile, instead of waiting for the note's next edit or the safety rescan. A change that still
 # fails then is left to those (logged), so one that can never succeed does not keep `pending` above 0 for good.
 # A change of a batch that failed is tried on its own, so one bad note does not hold back the others.
+# A store that refuses every write for a reason of its own (`StoreTrouble`: its disk is full) is waited out
+# instead: the changes are tried again every RETRY_LAST seconds for as long as it lasts, and all at once when a
+# write succeeds again, so a graph missing notes never reports 0 pending.
 RETRY_FIRST = 1.0
 RETRY_LAST = 60.0
 RETRIES = 6  # 1 + 2 + 4 + 8 + 16 + 32 s: about a minute (a lock held past the 10 s timeout several times)
+TROUBLE_SAID_EVERY = 600.0  # seconds between two log lines about the same trouble of the store
 
 
 class Debouncer(Generic[K]):
@@ -195,6 +199,13 @@ class LiveReconciler:
         self._alone: set[Change] = set()  # failed in a batch: tried on their own
         self._failures: dict[Change | None, int] = {}  # failures in a row per change (None: the full pass)
         self._pass_retry: asyncio.TimerHandle | None = None
+        # Why the store refused the last reconcile (`StoreTrouble`: its disk is full...), until one succeeds:
+        # meanwhile failed changes are tried again however often it takes, never given up.
+        self.store_trouble: str | None = None
+        self._trouble_said: str | None = (
+            None  # logged last, and when (a small write may fit between failures)
+        )
+        self._trouble_said_at = 0.0
         self._templates = templates.NONE  # what the settings named when the watcher started (`_on_settings`)
         sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet
 
@@ -553,7 +564,7 @@ class LiveReconciler:
                 self._alone.discard(change)
                 continue
             failures = self._failures[change] = self._failures.get(change, 0) + 1
-            if failures > RETRIES:
+            if failures > RETRIES and self.store_trouble is None:
                 self._failures.pop(change, None)
                 self._alone.discard(change)
                 log.error(
@@ -586,7 +597,7 @@ class LiveReconciler:
         if self._pass_retry is not None:
             self._pass_retry.cancel()
             self._pass_retry = None
-        if failures > RETRIES:
+        if failures > RETRIES and self.store_trouble is None:
             self._failures.pop(None, None)
             log.error(
                 "gave up the full reconcile after %d attempts; the periodic rescan tries again", failures
@@ -684,12 +695,36 @@ class LiveReconciler:
             await job
         except VaultError as exc:
             log.warning("cannot sync %s: %s", what, exc)
+        except StoreTrouble as exc:  # every job fails alike meanwhile: said once (again after a while)
+            now = time.monotonic()
+            if str(exc) != self._trouble_said or now - self._trouble_said_at >= TROUBLE_SAID_EVERY:
+                log.error("the graph cannot take in changes: %s; they wait and are tried again", exc)
+                self._trouble_said, self._trouble_said_at = str(exc), now
+            self.store_trouble = str(exc)
+            return False
         except Exception:
             log.exception("live sync of %s failed; it is tried again shortly", what)
             return False
         else:
             self.last_reconcile_at = datetime.now(UTC)
+            if self.store_trouble is not None:
+                log.info("the graph takes in changes again; those that waited are taken in now")
+                self.store_trouble = None
+                self._try_again_now()
         return True
+
+    def _try_again_now(self) -> None:
+        """The store takes writes again: every change waiting for its next attempt (and a full pass) is tried
+        now rather than when its timer comes, up to a minute later."""
+        waiting = list(self._retries)
+        for change in waiting:
+            self._retries.pop(change).cancel()
+        if waiting:
+            self.changed(waiting)
+        if self._pass_retry is not None:
+            self._pass_retry.cancel()
+            self._pass_retry = None
+            self.request_full_pass("the database takes writes again")
 
 
 def _backoff(failures: int) -> float:

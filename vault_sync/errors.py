@@ -37,3 +37,9 @@ class ConcurrentEdit(VaultError):
 class NoteInConflict(VaultError):
     """A note holding an unresolved merge conflict (git's `<<<<<<<` / `=======` / `>>>>>>>` lines): engrama
     writes nothing into it, not even its id line, until the person has resolved it."""
+
+
+class StoreTrouble(Exception):
+    """The graph's store cannot take writes now for a reason of its own disk or file (full, read-only, an I/O
+    error, damaged), whatever is written: every reconcile fails alike until the person fixes it, so the changes
+    stay pending and are tried again, however long that takes. The message says what to do."""

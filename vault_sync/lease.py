@@ -89,8 +89,12 @@ class VaultLease:
         if not _lock(self._fd):
             return False
         self._held = True
-        _overwrite(self._fd, f"{os.getpid()}\n".encode())
-        log.info("holding the vault lease %s (pid %d)", self.path, os.getpid())
+        try:
+            _overwrite(self._fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # a full disk: the lock is what holds the lease, the pid only names its holder
+            log.warning("holding the vault lease %s without naming this process in it: %s", self.path, exc)
+        else:
+            log.info("holding the vault lease %s (pid %d)", self.path, os.getpid())
         return True
 
     def release(self) -> None:

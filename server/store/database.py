@@ -31,6 +31,7 @@ import sqlean
 
 from server.store.migrations import NewerDatabase, apply_migrations
 from server.store.vectors_sql import MMAP_BYTES, VEC_TABLE
+from vault_sync.errors import StoreTrouble
 from vault_sync.heap import release_free_heap
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Connection = sqlean.Connection
 BUSY_TIMEOUT_MS = 10_000
+# How long a failed write's reason stays in the status after a write succeeds (`Database.trouble`): twice the
+# live sync's longest wait between two attempts, so a disk still full shows as such between them.
+TROUBLE_SHOWN = 120.0
 # Page caches (issue 15). SQLite's page cache duplicates the operating system's file cache: a page it does not
 # hold costs a read() that copies it from the OS (microseconds), not a disk read. What a search reads again and
 # again is the interior pages of the b-trees it descends (the FTS index, the node and edge indexes): 0.54% of a
@@ -127,6 +131,24 @@ class DatabaseProblem(Exception):
     database is derived from it)."""
 
 
+class DatabaseTrouble(DatabaseProblem, StoreTrouble):
+    """A write to the database failed for a reason of its disk or file, not of what was written (`trouble_of`):
+    every write fails alike until the person fixes it. The message says what to do."""
+
+
+# What SQLite says when its file or disk cannot take a write, whatever is written (sqlite3.c's error strings).
+_TROUBLES = ("full", "disk i/o", "readonly", "read-only", "not a database", "malformed", "corrupt")
+
+
+def trouble_of(exc: Exception, path: Path | None = None) -> str | None:
+    """What to do about a failed write when the failure is the database file's or its disk's (full, read-only,
+    an I/O error, damaged), explained; None for any other failure (a lock held too long, a bug)."""
+    if not isinstance(exc, sqlean.DatabaseError):
+        return None
+    text = str(exc).lower()
+    return explain_database_error(exc, path) if any(t in text for t in _TROUBLES) else None
+
+
 def explain_database_error(exc: Exception, path: Path | None = None) -> str:
     """What a failure of SQLite means for the person, and what to do about it."""
     the = f"the database {path}" if path is not None else "the graph database"
@@ -138,6 +160,11 @@ def explain_database_error(exc: Exception, path: Path | None = None) -> str:
         )
     elif "full" in text:
         what = f"the disk holding {the} is full; free some space and try again"
+    elif "disk i/o" in text:
+        what = (
+            f"{the} could not be written (disk I/O error: a full disk, a limit on file sizes, or a failing "
+            "drive or share); free some space or check the drive"
+        )
     elif "not a database" in text or "malformed" in text or "corrupt" in text:
         what = (
             f"{the} is damaged ({exc}); move it aside or delete it, and engrama rebuilds it from the vault at "
@@ -290,6 +317,11 @@ class Database:
         except OSError:
             self._file = None  # cannot be told: never taken for lost
         self.lost: str | None = None  # set once the file at `path` is no longer that one
+        # Why the last write failed when its disk or file refused it (full, read-only, an I/O error, damaged)
+        # and when (time.monotonic()); whether a write succeeded since (see `trouble`).
+        self._trouble: str | None = None
+        self._trouble_at = 0.0
+        self._trouble_ended = True
 
     @classmethod
     async def open(cls, path: Path, *, load_vec: bool = True, vec_extension: str | None = None) -> Database:
@@ -316,6 +348,17 @@ class Database:
         db = cls(path, conn, vec, vec_extension)
         db._cache_kib = await db.run(lambda c: -c.execute("pragma cache_size").fetchone()[0])
         return db
+
+    def trouble(self, *, caught_up: bool = False) -> str | None:
+        """Why writes fail (the disk holding the file is full, ...) and what to do; None when they do not. Kept
+        until a write succeeds and TROUBLE_SHOWN seconds have passed since the last one failed (on a full disk a
+        small write may still fit between two that do not), or, once a write succeeded, until the caller says
+        that nothing waits to be written (`caught_up`: the live sync has taken in every change)."""
+        if self._trouble is None:
+            return None
+        if self._trouble_ended and (caught_up or time.monotonic() - self._trouble_at >= TROUBLE_SHOWN):
+            self._trouble = None
+        return self._trouble
 
     def check_file(self) -> str | None:
         """None while the file at `path` is the one this handle opened. Once it was deleted or replaced (the
@@ -355,7 +398,15 @@ class Database:
     def _write_unit(self, conn: sqlean.Connection, fn: Callable[..., T], *args: Any) -> T:
         started = time.monotonic()
         try:
-            return in_transaction(conn, fn, *args)
+            result = in_transaction(conn, fn, *args)
+        except sqlean.DatabaseError as exc:
+            if (what := trouble_of(exc, self.path)) is None:
+                raise
+            self._trouble, self._trouble_at, self._trouble_ended = what, time.monotonic(), False
+            raise DatabaseTrouble(what) from exc
+        else:
+            self._trouble_ended = True
+            return result
         finally:
             self._last_write = now = time.monotonic()
             if now - started >= WRITE_BURST_S and not self._bursting:
@@ -427,8 +478,19 @@ def in_transaction(conn: sqlean.Connection, fn: Callable[..., T], *args: Any) ->
     conn.execute("begin immediate")
     try:
         result = fn(conn, *args)
+        conn.execute("commit")
     except BaseException:
-        conn.execute("rollback")
+        rollback(conn)
         raise
-    conn.execute("commit")
     return result
+
+
+def rollback(conn: sqlean.Connection) -> None:
+    """Roll back the transaction under way, if any. SQLite has already rolled it back itself after some
+    failures (a full disk, an I/O error): a second ROLLBACK would then fail and hide what went wrong."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("rollback")
+    except sqlean.DatabaseError as exc:  # the failure being raised says more than this one
+        log.warning("could not roll back after a failed write: %s", exc)

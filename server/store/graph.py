@@ -33,6 +33,11 @@ class GraphStore:
     def path(self) -> Path:
         return self.db.path
 
+    def trouble(self, *, caught_up: bool = False) -> str | None:
+        """Why the database refuses writes now (its disk is full, ...) and what to do; None when it takes them
+        (`Database.trouble`)."""
+        return self.db.trouble(caught_up=caught_up)
+
     async def close(self) -> None:
         await self.db.close()
 

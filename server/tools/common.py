@@ -21,7 +21,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from server.runtime import NoVaultConfigured, Runtime
-from server.store.database import DatabaseError, DatabaseProblem, explain_database_error
+from server.store.database import DatabaseError, DatabaseProblem, DatabaseTrouble, explain_database_error
 from vault_sync.errors import VaultError
 
 
@@ -37,6 +37,12 @@ def runtime(ctx: Context) -> Runtime:
     return cast(AppContext, ctx.request_context.lifespan_context).rt
 
 
+_STAYS = (
+    "A change the tool already made to a note stays in the vault; the graph takes it up once the database works "
+    "again"
+)
+
+
 @contextmanager
 def tool_errors() -> Iterator[None]:
     """Turn the anticipated failures of a service into ToolError, whose message the model sees.
@@ -46,14 +52,13 @@ def tool_errors() -> Iterator[None]:
         yield
     except ToolError:
         raise
+    except DatabaseTrouble as exc:  # its disk is full, ...: explained already
+        raise ToolError(f"{exc}. {_STAYS}") from exc
     # ValueError: ServiceError, ProfileError...; DatabaseProblem: the database file was deleted or replaced.
     except (ValueError, VaultError, NoVaultConfigured, DatabaseProblem) as exc:
         raise ToolError(str(exc)) from exc
     except DatabaseError as exc:  # locked by another program, disk full, damaged: say what to do
-        raise ToolError(
-            f"{explain_database_error(exc)}. A change the tool already made to a note stays in the vault; the "
-            "graph takes it up once the database works again"
-        ) from exc
+        raise ToolError(f"{explain_database_error(exc)}. {_STAYS}") from exc
     except FileNotFoundError as exc:
         raise ToolError(
             f"{exc.filename or 'the file'} does not exist; check the vault-relative path"

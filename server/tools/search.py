@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from server.services import reflect_hooks
 from server.services.errors import ServiceError
 from server.services.schema import optional_label
-from server.status import taking_in_hint
+from server.status import taking_in_hint, trouble_hint
 from server.tools.common import READ_ONLY, omit_none, runtime, structured, tool_errors
 
 # A question, keywords, or a pasted passage: a long query is searched by its most telling words
@@ -107,7 +107,11 @@ def register(mcp: MCPServer) -> None:
                 or None,
                 proactive_hint=" ".join(
                     hint
-                    for hint in (await taking_in_hint(rt), await reflect_hooks.proactive_hint(rt))
+                    for hint in (
+                        trouble_hint(rt),
+                        await taking_in_hint(rt),
+                        await reflect_hooks.proactive_hint(rt),
+                    )
                     if hint
                 )
                 or None,
