@@ -76,6 +76,25 @@ def resolve_in_vault(root: Path, rel: str) -> Path:
     return candidate
 
 
+def vault_path(root: Path, rel: str) -> str:
+    """The vault path that `rel`, given from outside (a tool's argument), names as the sync knows its notes:
+    refused as `resolve_in_vault` refuses, with separators, `.` and `..` resolved, and a folder on the way that
+    is a symlink to another folder of the vault named by its real place. The walk and the watcher never enter a
+    linked folder, so a note there is known at its real path only: taken in under the link's path it would be
+    a second note with the same id (review 21c). The file itself is not followed: a link to a note is the
+    link's path (`links_to_note`)."""
+    path = resolve_in_vault(root, rel)
+    if path == Path(os.path.abspath(root)):
+        return ""
+    return to_rel(root, os.path.join(os.path.realpath(path.parent), path.name))
+
+
+def vault_folder(root: Path, folder: str) -> str:
+    """The vault path of the folder `folder` names (given from outside), as `vault_path` names a note's: the
+    folder itself followed too, when it is a link to another folder of the vault ("" for the vault)."""
+    return to_rel(root, os.path.realpath(resolve_in_vault(root, folder)))
+
+
 def to_rel(root: Path, abs_path: Path | str) -> str:
     """The vault-relative POSIX path of `abs_path` ("" for the vault root itself).
 

@@ -23,7 +23,15 @@ from vault_sync import identify, templates
 from vault_sync.attention import load_attention, save_attention
 from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, NoteUnwritable, VaultError
 from vault_sync.model import FileState, NodeRef, NoteUpdate
-from vault_sync.paths import classify, conflict_original, links_to_note, resolve_in_vault, spelled_as_listed
+from vault_sync.paths import (
+    classify,
+    conflict_original,
+    links_to_note,
+    resolve_in_vault,
+    spelled_as_listed,
+    vault_folder,
+    vault_path,
+)
 from vault_sync.protocol import GraphPort
 from vault_sync.reader_process import ReaderProcess, ReaderStopped, pickled_rules
 from vault_sync.readers import OWED_ID, NoteRead, NoteReader, NoteRules, derived_id, describe, same_stat
@@ -201,7 +209,7 @@ class VaultSync:
         """Reconcile one vault-relative path (created, changed, or gone). With `later`, a note that would take
         over its path's node (or may be a copy) is put there for `settle_later`, and the outcome says
         "unchanged" for now."""
-        resolve_in_vault(self.root, rel)  # refuses paths that leave the vault
+        rel = vault_path(self.root, rel)  # refuses paths that leave the vault; "P\\N.md" is "P/N.md"
         async with self._lock:
             known = await self.graph.file_state(rel)
             if rel not in await asyncio.to_thread(self._own_notes, [rel]):
@@ -264,8 +272,8 @@ class VaultSync:
         archived unless `confirm_archive`: the report says how many were held back and how to confirm. Notes
         the watcher saw go are archived all the same: `reported` holds the note and folder paths it reported
         changing (a burst of events too large to take one by one ends in a full pass)."""
-        if folder:
-            resolve_in_vault(self.root, folder)
+        if folder:  # refused when it leaves the vault; a link to a folder of the vault is that folder
+            folder = vault_folder(self.root, folder) or None
         report = SyncReport()
         async with self._lock:
             scan = await asyncio.to_thread(scan_vault, self.root, folder)

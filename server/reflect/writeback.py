@@ -25,7 +25,7 @@ from vault_sync.frontmatter import decode_note, read_frontmatter
 from vault_sync.insight_section import append_section
 from vault_sync.locate import locate_note
 from vault_sync.outbox import InsightWrite
-from vault_sync.paths import classify, resolve_in_vault, to_rel
+from vault_sync.paths import classify, vault_path
 from vault_sync.reconcile import VaultSync
 from vault_sync.report import SyncError
 from vault_sync.templates import rules as template_rules
@@ -154,7 +154,7 @@ def _checked_target(sync: VaultSync, target_note: str) -> str:
     if not rel.lower().endswith(".md"):
         rel += ".md"
     try:
-        rel = to_rel(sync.root, resolve_in_vault(sync.root, rel))
+        rel = vault_path(sync.root, rel)
     except PathOutsideVault as exc:
         raise InsightWriteError(str(exc)) from None
     if classify(rel) != "note":

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from server.runtime import Runtime
 from server.services.errors import NoteNotFound, ServiceError
 from server.services.guidance import extraction_guidance
+from server.services.reading import note_path
 from server.store import Node
 from vault_sync.frontmatter import decode_note
-from vault_sync.paths import resolve_in_vault
 from vault_sync.wikilinks import extract_wikilinks
 from vault_sync.writer import read_note
 
@@ -67,8 +67,11 @@ async def ingest(
 
 
 async def _read_vault_note(rt: Runtime, rel: str) -> tuple[str, Node | None]:
+    """The text of the note at `rel` and its node. What `engrama_read_note` refuses is refused (a path out of the
+    vault, `.obsidian`'s settings, which may hold a plugin's keys, the trash, a conflict copy), before anything
+    is opened; the path is named as the graph knows it ("P\\N.md" is "P/N.md")."""
     root = rt.vault
-    resolve_in_vault(root, rel)  # PathOutsideVault before anything is opened
+    rel = note_path(rt, rel)
     try:
         data, _ = await asyncio.to_thread(read_note, root, rel)
     except FileNotFoundError:

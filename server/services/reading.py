@@ -19,7 +19,7 @@ from server.services.schema import require_name
 from server.store import Node, memory_sql
 from vault_sync.errors import PathOutsideVault
 from vault_sync.frontmatter import bom_length
-from vault_sync.paths import classify, conflict_original, resolve_in_vault, to_rel
+from vault_sync.paths import classify, conflict_original, vault_path
 from vault_sync.scan import scan_vault
 from vault_sync.writer import read_note as read_note_file
 
@@ -63,7 +63,7 @@ def note_path(rt: Runtime, rel: str) -> str:
     if not rel or not rel.strip():
         raise ServiceError("path is empty; give a vault-relative note path such as Projects/Engrama.md")
     root = rt.vault
-    path = to_rel(root, resolve_in_vault(root, rel.strip()))
+    path = vault_path(root, rel.strip())
     kind = classify(path)
     if kind == "trash":
         raise PathOutsideVault(f"{path!r} is in Obsidian's trash: a deleted note, not part of the memory")
