@@ -331,3 +331,38 @@ async def test_a_note_saved_a_moment_before_the_brief_is_in_it(vault: Path, db_p
         await asyncio.sleep(0.1)  # the watcher has it, inside its 0.4 s window
         text = (await render_brief(rt, client="cli")).markdown
     assert "- new: [[Standup]] (Note)" in text and "Nothing changed" not in text, text
+
+
+async def test_a_new_note_is_not_edited_again_when_engrama_writes_its_id_line(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 21d: a note the person made was "new" in one brief and "edited" in the next, though nobody touched
+    it: its id line, written once it had been quiet for the settle time, counted as an edit."""
+    (vault / "Plan.md").write_text("# Plan\nfirst\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, settle=1.0)
+
+    async def given_its_line(note: Path) -> None:
+        deadline = time.monotonic() + 30
+        while b"engrama_id" not in note.read_bytes():
+            assert time.monotonic() < deadline, "the id line was never written"
+            await asyncio.sleep(0.05)
+        await live.wait_idle(30)
+
+    async with open_runtime(settings) as rt, live_sync(rt, quiet=0.05) as live:
+        await given_its_line(vault / "Plan.md")
+        await record_brief(rt, await render_brief(rt, client="cli"))
+        note = vault / "Lighthouse.md"
+        note.write_text("A new project.\n", encoding="utf-8")
+        deadline = time.monotonic() + 30
+        while (await rt.store.counts()).get("files") != 2:
+            assert time.monotonic() < deadline, "the new note was never taken in"
+            await asyncio.sleep(0.02)
+        assert b"engrama_id" not in note.read_bytes()  # indexed, still owed its line: the brief comes now
+        first = await render_brief(rt, client="cli")
+        await record_brief(rt, first)
+        assert "- new: [[Lighthouse]]" in first.markdown, first.markdown
+        await given_its_line(note)
+        again = (await render_brief(rt, client="cli")).markdown
+    assert "Lighthouse" not in again and "Nothing changed in the vault since the previous brief." in again, (
+        again
+    )

@@ -79,6 +79,18 @@ _FROM = "nodes n left join files f on f.path = n.path"
 _FINGERPRINT = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '')"
 
 
+def note_checksum_changed(conn: Any, node_id: str, checksum: str) -> None:
+    """Record a note's new checksum where nothing it says changed (the id line it was owed was written): the
+    versions of it a brief covered are covered still, so it is no news a second time."""
+    (before,) = conn.execute(f"select {_FINGERPRINT} from nodes n where n.id = ?", (node_id,)).fetchone()
+    conn.execute("update nodes set checksum = ? where id = ?", (checksum, node_id))
+    conn.execute(
+        f"update brief_seen set fingerprint = (select {_FINGERPRINT} from nodes n where n.id = ?) "
+        "where node_id = ? and fingerprint = ?",
+        (node_id, node_id, before),
+    )
+
+
 def _iso_ns(mtime_ns: int | None) -> str | None:
     if not mtime_ns:
         return None

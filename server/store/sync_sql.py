@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from server.store import history_sql, passages_sql, search_sql
+from server.store import brief_sql, history_sql, passages_sql, search_sql
 from server.store.nodes_sql import note_day, note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 from vault_sync.names import canonical, fold
+from vault_sync.readers import OWED_ID
 
 STUB_LABEL = "Note"
 ARCHIVED = "archived"
@@ -438,6 +439,19 @@ def _apply_one(
         "declared": note_confidence(note),
     }
     same = not passages_changed and existing is not None and all(existing[k] == v for k, v in stated.items())
+    # The note now carries the id line it was owed, and says nothing else new: engrama's own line, not an edit
+    # (the brief would list the note as edited a second time). Only the checksum is recorded, and the brief's
+    # record of that version follows it (review 21d).
+    given_id = (
+        not same
+        and not passages_changed
+        and existing is not None
+        and existing["checksum"] == OWED_ID
+        and all(existing[k] == v for k, v in stated.items() if k != "checksum")
+    )
+    if given_id:
+        brief_sql.note_checksum_changed(conn, node_id, state.checksum)
+        same = True
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited
     # (updated_at feeds the brief and recency) nor undo its confidence decay.
