@@ -327,3 +327,25 @@ async def test_an_archived_entity_can_still_be_looked_at_by_name(rt: Runtime) ->
     done = await forget(rt, "harbor")
     seen = await context(rt, "Harbor", "Project")
     assert (seen.node.id, seen.node.status, seen.node.path) == (done.id, "archived", "Projects/Harbor.md")
+
+
+async def test_an_entity_purged_with_its_note_kept_and_remembered_again_is_that_note(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 21c: after a purge that kept the note, remembering the name again made `SQLite 2.md` beside the
+    person's note, and their next edit of it gave two live entities of one name."""
+    before = (vault / "Technologies/SQLite.md").read_bytes()
+    await forget(rt, "SQLite", mode="purge")
+    done = await remember(rt, "Technology", "SQLite", observation="Back in use.")
+    assert done.path == "Technologies/SQLite.md", done
+    assert sorted(p.name for p in (vault / "Technologies").iterdir()) == ["SQLite.md"]
+    after = (vault / "Technologies/SQLite.md").read_bytes()
+    assert after.startswith(before) and b"Back in use." in after[len(before) :]
+    (vault / "Technologies/SQLite.md").write_bytes(after + b"Edited by the person.\n")
+    await rt.require_sync().sync_vault()
+    live = await rt.store.read(
+        lambda c: c.execute(
+            "select count(*) from nodes where name = 'SQLite' and status = 'active'"
+        ).fetchone()[0]
+    )
+    assert live == 1

@@ -692,8 +692,16 @@ async def _create(
 
 
 async def _note_is_entity(rt: Runtime, rel: str, label: str, name: str) -> str | None:
-    """The node id of the note at `rel` when it is the entity `label` + `name`, else None."""
+    """The node id of the note at `rel` when it is the entity `label` + `name`, else None. A note whose entity
+    was purged from the graph (the note kept) is read again: the name remembered anew is that note (review
+    21c: it got a second note, `Name 2.md`, beside the person's)."""
     outcome = await rt.require_sync().sync_path(rel)
+    if (
+        outcome.id
+        and await rt.store.get_node(outcome.id) is None
+        and await rt.store.write(sync_sql.unpurged, rel)
+    ):
+        outcome = await rt.require_sync().sync_path(rel)
     node = await rt.store.get_node(outcome.id) if outcome.id else None
     if node is not None and node.label == label and node.name.casefold() == name.casefold():
         return node.id

@@ -521,6 +521,20 @@ def note_confidence(note: ParsedNote) -> float:
     return declared * (SUPERSEDED_FACTOR if note.valid_to else 1.0)
 
 
+def unpurged(conn: Any, path: str) -> bool:
+    """Forget the file state of the note at `path` when the node it names was purged from the graph (the note
+    kept: `engrama_forget` purge without delete_note), so the next reconcile reads the note again as the
+    vault has it; True when there was such a state."""
+    return (
+        conn.execute(
+            "delete from files where path = ? and node_id is not null "
+            "and not exists (select 1 from nodes n where n.id = files.node_id)",
+            (path,),
+        ).rowcount
+        > 0
+    )
+
+
 def archive_path(conn: Any, path: str, now: str) -> str | None:
     """The file at `path` is gone. Archive its node unless the node has already moved to another path."""
     state = file_state(conn, path)
