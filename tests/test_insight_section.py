@@ -136,8 +136,44 @@ def test_a_note_whose_blocks_are_closed_takes_the_section(note: bytes) -> None:
 
 def test_outside_sections_keeps_the_persons_text_around_every_insight_section() -> None:
     text = (
-        "Mine [[A]].\n<!-- engrama:insight k/1 -->\nAbout [[B]]\n<!-- /engrama:insight -->\nMine again [[C]].\n"
-        "<!-- engrama:insight k/2 -->\nAbout [[D]], the end marker deleted by the person\n"
+        "Mine [[A]].\n<!-- engrama:insight k/1 -->\n> About [[B]]\n<!-- /engrama:insight -->\nMine again [[C]].\n"
+        "<!-- engrama:insight k/2 -->\n> [!tip] Insight: t\n> About [[D]], the end marker deleted by the person\n"
     )
     assert outside_sections(text) == "Mine [[A]].\n\nMine again [[C]].\n"
     assert outside_sections("No section [[A]].\n") == "No section [[A]].\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # The callout and its end marker deleted by the person, the start marker left: what follows is theirs.
+        (
+            "Intro.\n<!-- engrama:insight k/1 -->\nWe moved to [[Gamma]].\n",
+            "Intro.\nWe moved to [[Gamma]].\n",
+        ),
+        # Only the end marker deleted: the callout (its `>` lines) is engrama's, the rest the person's.
+        (
+            "<!-- engrama:insight k/1 -->\n> [!tip] Insight: t\n> About [[X]]\nThen mine [[Gamma]].\n",
+            "Then mine [[Gamma]].\n",
+        ),
+        # Typed on the end marker's line, after it.
+        (
+            "<!-- engrama:insight k/1 -->\n> [[X]]\n<!-- /engrama:insight --> See [[Delta]].\n",
+            " See [[Delta]].\n",
+        ),
+        # A section without its end marker does not reach into the next one, nor past its end.
+        (
+            "<!-- engrama:insight k/1 -->\n> [[X]]\nMine [[P]].\n<!-- engrama:insight k/2 -->\n> [[Y]]\n"
+            "<!-- /engrama:insight -->\nAfter [[Z]].",
+            "Mine [[P]].\n\nAfter [[Z]].",
+        ),
+        (
+            "A\r\n<!-- engrama:insight k/1 -->\r\n> [[X]]\r\n<!-- /engrama:insight -->\r\nB [[Y]]",
+            "A\r\n\r\nB [[Y]]",
+        ),
+    ],
+)
+def test_the_persons_words_after_a_section_they_edited_stay_theirs(text: str, kept: str) -> None:
+    """Review 21b: a section whose end marker was gone (or had text after it on its line) took the rest of the
+    note with it, and the person's links there were lost to the graph."""
+    assert outside_sections(text) == kept

@@ -266,3 +266,35 @@ async def test_a_queued_write_back_retracted_before_the_holder_writes_it_is_not_
         await rt.require_sync().sync_vault()
         assert await outbox.drain(rt) == outbox.Drained(1, 0)  # done with: nothing to write
         assert b.read("Alpha") == before
+
+
+async def test_links_the_person_writes_after_an_insight_section_they_edited_reach_the_graph(
+    vault, db_path
+) -> None:
+    """Review 21b: the person deleted the end marker of a section written into their note (or typed after it
+    on its line), then linked another note: the link never reached the graph."""
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        await write_insight_to_vault(rt, await approved_insight(rt))
+        alpha = vault / b.paths["Alpha"]
+        text = alpha.read_text(encoding="utf-8")
+        alpha.write_text(
+            text.replace("<!-- /engrama:insight -->\n", "") + "We moved the port to [[Gamma]].\n",
+            encoding="utf-8",
+        )
+        beta = vault / b.paths["Beta"]
+        beta.write_text(beta.read_text(encoding="utf-8").rstrip("\n") + " See [[Delta]].\n", encoding="utf-8")
+        await rt.require_sync().sync_vault()
+        for name, linked in (("Alpha", "Gamma"), ("Beta", "Delta")):
+            node = await rt.store.read(memory_sql.find_entity, "Project", name)
+            neighbours = await rt.store.read(
+                lambda c, i=node.id: [
+                    r[0]
+                    for r in c.execute(
+                        "select n.name from edges e join nodes n on n.id = e.target "
+                        "where e.source = ? and e.valid_to is null",
+                        (i,),
+                    )
+                ]
+            )
+            assert linked in neighbours, (name, neighbours)

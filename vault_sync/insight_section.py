@@ -40,24 +40,36 @@ def check_key(key: str) -> str:
     return key
 
 
-# The same marker lines, in decoded text (`outside_sections`).
+# The same start marker line, in decoded text, and the end marker wherever it is (`outside_sections`).
 _START_TEXT = re.compile(_START_LINE.pattern.decode("ascii"), re.MULTILINE)
-_END_TEXT = re.compile(_END_LINE.pattern.decode("ascii"), re.MULTILINE)
+_END_TEXT = re.compile(re.escape(END))
+# The callout engrama writes inside a section: its lines all begin with ">" (reflect.render.section_markdown).
+_CALLOUT = re.compile(r"(?:[ \t]*>[^\n]*(?:\n|$))*")
 
 
 def outside_sections(text: str) -> str:
-    """`text` without its insight sections (markers included; a section whose end marker is gone runs to the
-    end). What engrama wrote there is not the person's statement: its links are not read into the graph, so
-    reflect never finds a pattern that only its own write-back supports (review 18a)."""
+    """`text` without what engrama wrote in its insight sections, markers included. What engrama wrote there is
+    not the person's statement: its links are not read into the graph, so reflect never finds a pattern that
+    only its own write-back supports (review 18a). What the person wrote is: a section ends at its end marker,
+    and what follows the marker on its line stays; a section whose end marker the person deleted (or that
+    another section's start comes before) ends where engrama's callout ends, its run of `>` lines (review 21b:
+    the person's links after it were lost to the graph)."""
     if "<!-- engrama:insight " not in text:
         return text
     kept, at = [], 0
-    for start in _START_TEXT.finditer(text):
+    starts = list(_START_TEXT.finditer(text))
+    for i, start in enumerate(starts):
         if start.start() < at:
             continue  # inside a section already cut
         kept.append(text[at : start.start()])
-        end = _END_TEXT.search(text, start.end())
-        at = end.end() if end else len(text)
+        body = start.end() + 1 if text.startswith("\n", start.end()) else start.end()
+        following = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        end = _END_TEXT.search(text, body, following)
+        if end is not None:
+            at = end.end()
+        else:
+            callout = _CALLOUT.match(text, body)
+            at = callout.end() if callout is not None else body
     kept.append(text[at:])
     return "".join(kept)
 
