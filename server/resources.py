@@ -44,7 +44,7 @@ from server.runtime import NoVaultConfigured, Runtime
 from server.services.brief import render_brief
 from server.services.errors import ServiceError
 from server.services.reading import list_notes, note_bytes
-from server.tools.brief import client_name
+from server.tools.brief import MAX_BUDGET, MIN_BUDGET, client_name
 from server.tools.common import AppContext
 from vault_sync.errors import VaultError
 
@@ -227,7 +227,7 @@ def register_resources(mcp: MCPServer[Any]) -> None:
     ) -> str:
         rt = cast(AppContext, ctx.request_context.lifespan_context).rt
         try:
-            budget = int(budget_tokens) if budget_tokens else None
+            budget = _budget(budget_tokens)
             # Reading a resource changes nothing: the client's "since" mark moves with the tool or prompt.
             done = await render_brief(
                 rt,
@@ -239,3 +239,19 @@ def register_resources(mcp: MCPServer[Any]) -> None:
         except (ValueError, VaultError, NoVaultConfigured) as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         return done.markdown
+
+
+def _budget(given: str | None) -> int | None:
+    """The brief resource's `budget_tokens`, held to what the tool takes (review 21d: 1 gave an empty brief, 0
+    the default, "abc" Python's own words); None when not given."""
+    if given is None or not given.strip():
+        return None
+    try:
+        budget = int(given.strip())
+    except ValueError:
+        budget = None
+    if budget is None or not MIN_BUDGET <= budget <= MAX_BUDGET:
+        raise ValueError(
+            f"budget_tokens must be a whole number from {MIN_BUDGET} to {MAX_BUDGET}, not {given!r}"
+        )
+    return budget

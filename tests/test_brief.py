@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from server.live import live_sync
 from server.runtime import Runtime, open_runtime
 from server.services.brief import deliver_brief, record_brief, render_brief
-from server.services.brief_render import FLOORS, Item, Section, estimate_tokens, fit, wikilink
+from server.services.brief_render import FLOORS, Item, Section, estimate_tokens, fit, one_line, wikilink
+from server.services.forget import forget
 from server.services.remember import remember
 from server.settings import Settings
 from server.status import first_catch_up
@@ -88,9 +89,45 @@ async def test_new_and_archived_notes_since_the_last_brief(example: Runtime) -> 
     (example.vault / "Notes/Standup.md").write_text("Talked about [[Engrama]].\n", encoding="utf-8")
     (example.vault / "Concepts/Debounce file events.md").unlink()
     await resync(example, "Notes/Standup.md", "Concepts/Debounce file events.md")
+    await forget(example, "Harbor Analytics")  # archived through its note, which stays
     text = (await render_brief(example, client="cli")).markdown
     assert "- new: [[Standup]] (Note)" in text
-    assert "- archived: [[Debounce file events]]" in text
+    assert '- [[Harbor Analytics]] status: "active" -> "archived"' in text  # its note is there: linked
+    # Review 21d: a deleted note was "archived: [[Debounce file events]]", a link that makes an empty note.
+    assert "- deleted: **Debounce file events**" in text and "[[Debounce file events]]" not in text
+
+
+@pytest.mark.parametrize(
+    ("file_name", "link"),
+    [
+        ("C# notes", "[C# notes](Notes/C%23%20notes.md)"),
+        ("Plan | v2", "[Plan | v2](Notes/Plan%20%7C%20v2.md)"),
+        ("Report ^2025", "[Report ^2025](Notes/Report%20%5E2025.md)"),
+        ("[2024] Work", "[2024 Work](Notes/%5B2024%5D%20Work.md)"),
+    ],
+)
+async def test_a_note_whose_file_name_a_wikilink_cannot_hold_is_linked_by_its_path(
+    example: Runtime, file_name: str, link: str
+) -> None:
+    """Review 21d: `[[C# notes]]` opens a heading of a note "C", `[[Plan | v2]]` a note "Plan "."""
+    await record_brief(example, await render_brief(example, client="cli"))
+    (example.vault / "Notes").mkdir()
+    (example.vault / f"Notes/{file_name}.md").write_text("Made outside Obsidian.\n", encoding="utf-8")
+    await resync(example, f"Notes/{file_name}.md")
+    text = (await render_brief(example, client="cli")).markdown
+    assert f"- new: {link} (Note)" in text, text
+
+
+def test_an_item_cut_to_its_length_never_leaves_a_link_open() -> None:
+    """Review 21d: long titles cut a line inside a `[[link]]`, leaving it open."""
+    links = ", ".join(f"[[Conflicts appear when the cloud provider's limit {i} is passed]]" for i in range(9))
+    cut = one_line(f"open: {links}")
+    assert cut.endswith("]]…") and cut.count("[[") == cut.count("]]") >= 1
+    paths = ", ".join(
+        f"[Report {i}](Notes/Report%20{i}%20of%20the%20quarter%20and%20more.md)" for i in range(9)
+    )
+    cut = one_line(f"open: {paths}")
+    assert cut.endswith(")…") and cut.count("](") == cut.count(".md)") >= 1
 
 
 async def test_a_clarification_waits_in_the_brief_until_a_later_remember_settles_it(example: Runtime) -> None:
@@ -138,7 +175,7 @@ def test_wikilinks_use_the_file_stem_and_show_a_different_name() -> None:
     assert wikilink("Engrama", "Projects/Engrama.md", set()) == "[[Engrama]]"
     assert wikilink("Maya L.", "People/maya.md", set()) == "[[maya|Maya L.]]"
     assert wikilink("Engrama", "Projects/Engrama.md", {"engrama"}) == "[[Projects/Engrama|Engrama]]"
-    assert wikilink("Only [graph]", None, set()) == "**Only  graph**"
+    assert wikilink("Only [graph]", None, set()) == "**Only graph**"
 
 
 def test_the_estimate_counts_non_ascii_text_by_its_bytes() -> None:

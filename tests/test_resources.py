@@ -131,6 +131,12 @@ async def test_the_brief_is_a_resource(vault: Path, db_path: Path, tmp_path: Pat
         [brief] = (await session.read_resource("engrama://brief")).contents
         assert isinstance(brief, TextResourceContents) and brief.mime_type == "text/markdown"
         assert "[[Engrama]]" in brief.text
+        [small] = (await session.read_resource("engrama://brief?budget_tokens=200")).contents
+        assert isinstance(small, TextResourceContents) and "[[Engrama]]" in small.text
+        # Review 21d: 1 and -5 gave an empty brief, 0 the default, "abc" Python's own words.
+        for wrong in ("1", "-5", "0", "abc", "999999999"):
+            with pytest.raises(MCPError, match="budget_tokens must be a whole number from 200 to 20000"):
+                await session.read_resource(f"engrama://brief?budget_tokens={wrong}")
 
 
 async def test_paths_leading_out_of_the_vault_or_into_ignored_folders_are_refused(

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 CHARS_PER_TOKEN = 1.8
 MAX_ITEM_CHARS = 320  # one item never takes more than about 180 tokens of the budget
@@ -65,13 +66,25 @@ class Section:
         return [self.heading(shown)] + [f"- {item.text}" for item in self.items[:shown]] if shown else []
 
 
-def one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
-    """`text` on one line, cut at a word to at most `limit` characters (with an ellipsis when cut)."""
+def one_line(text: str, limit: int = MAX_ITEM_CHARS, *, links: bool = True) -> str:
+    """`text` on one line, cut at a word to at most `limit` characters (with an ellipsis when cut); with `links`
+    (text holding links) never inside a link: one cut open breaks the line in Obsidian (review 21d)."""
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
     cut = flat[: limit - 1].rsplit(" ", 1)[0] if " " in flat[: limit - 1] else flat[: limit - 1]
-    return cut + "…"
+    return (_whole_links(cut).rstrip(" ,;:") if links else cut) + "…"
+
+
+def _whole_links(text: str) -> str:
+    """`text` without a link left open at its end (`[[...`, `[text` or `[text](path`), cut before it."""
+    opened = text.rfind("[")
+    if opened != -1 and text.find("]", opened) == -1:
+        return _whole_links(text[:opened].rstrip("["))
+    target = text.rfind("](")
+    if target != -1 and text.find(")", target) == -1 and (start := text.rfind("[", 0, target)) != -1:
+        return _whole_links(text[:start])
+    return text
 
 
 def show_value(value: Any, limit: int = 60) -> str:
@@ -79,10 +92,10 @@ def show_value(value: Any, limit: int = 60) -> str:
     if value is None:
         return "(unset)"
     if isinstance(value, str):
-        return '"' + one_line(value, limit) + '"'
+        return '"' + one_line(value, limit, links=False) + '"'
     if isinstance(value, list):
-        return one_line("[" + ", ".join(show_value(v, limit) for v in value) + "]", limit)
-    return one_line(str(value), limit)
+        return one_line("[" + ", ".join(show_value(v, limit) for v in value) + "]", limit, links=False)
+    return one_line(str(value), limit, links=False)
 
 
 _LINK_UNSAFE = re.compile(r"[\[\]|#^]")
@@ -92,13 +105,18 @@ def wikilink(name: str, path: str | None, ambiguous: set[str]) -> str:
     """The Obsidian link to an entity's note: `[[stem]]`, or `[[stem|Name]]` when the name differs from the
     file name, or `[[folder/stem|Name]]` when another note has the same file name (Obsidian would then open
     whichever it finds first). An entity without a note is named in bold."""
+    shown = " ".join(_LINK_UNSAFE.sub(" ", name).split())
     if not path:
-        return f"**{_LINK_UNSAFE.sub(' ', name).strip()}**"
+        return f"**{shown}**"
     target = path[:-3] if path.lower().endswith(".md") else path
+    if _LINK_UNSAFE.search(target):
+        # `[[C# notes]]` opens a heading of note "C", `[[Plan | v2]]` note "Plan " (review 21d): a file name
+        # made outside Obsidian may hold what a wikilink cannot; a Markdown link to its vault path opens it.
+        return f"[{' '.join(re.sub(r'[][]', ' ', name).split())}]({quote(path)})"
     stem = PurePosixPath(target).name
     if stem.casefold() not in ambiguous:
         target = stem
-    return f"[[{target}]]" if target == name else f"[[{target}|{_LINK_UNSAFE.sub(' ', name).strip()}]]"
+    return f"[[{target}]]" if target == name else f"[[{target}|{shown}]]"
 
 
 def fit(header: Sequence[str], sections: Sequence[Section], budget: int) -> tuple[str, list[Section]]:

@@ -175,10 +175,12 @@ def _changes(got: Gathered, link: Any) -> Section:
     items = [_fact_item(changes, link) for changes in by_node.values()]
     rest = [e for e in got.changed if e.id not in by_node]
     new = [e for e in rest if is_new(e, got.window, first=got.since is None)]
-    archived = [e for e in rest if e.status == "archived"]
-    edited = [e for e in rest if e not in new and e not in archived]
+    deleted = [e for e in rest if e.deleted and e not in new]
+    archived = [e for e in rest if e.status == "archived" and e not in deleted]
+    edited = [e for e in rest if e not in new and e not in archived and e not in deleted]
     items += _grouped("new", [(e, f"{link(e.name, e.path)} ({e.label})") for e in new])
     items += _grouped("archived", [(e, link(e.name, e.path)) for e in archived])
+    items += _grouped("deleted", [(e, link(e.name, None)) for e in deleted])
     # A first brief cannot tell a note made in its window from one edited there (`brief_sql.is_new`).
     items += _grouped(
         "changed" if got.since is None else "edited", [(e, link(e.name, e.path)) for e in edited]

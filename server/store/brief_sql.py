@@ -41,6 +41,7 @@ class Entry:
     active_at: str
     valid_from: str | None = None
     covered: bool = False  # the client's previous brief covered a version of it (`brief_seen`): not new now
+    deleted: bool = False  # its note was deleted from the vault (no file at its path): `path` is None then
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class OpenClarification:
 TOUCHED = "coalesce(f.touched_ns, f.mtime_ns)"
 _ENTRY = (
     "n.id, n.label, n.name, n.path, n.status, n.created_at, n.updated_at, n.valid_from, "
-    f"coalesce(json_extract(n.properties, '$.status'), '') as state, {TOUCHED} as mtime_ns"
+    f"coalesce(json_extract(n.properties, '$.status'), '') as state, {TOUCHED} as mtime_ns, "
+    "f.path is not null as on_disk"
 )
 _FROM = "nodes n left join files f on f.path = n.path"
 # A node's version as a brief covers it: its status, note checksum, properties and path (a rename changes no
@@ -99,11 +101,15 @@ def _iso_ns(mtime_ns: int | None) -> str | None:
 
 def _entry(row: Any) -> Entry:
     state = row["state"]
+    # A note deleted from the vault keeps its path in the graph (archived): it is named, never linked, since a
+    # link to it would make Obsidian create an empty note of that name (review 21d).
+    deleted = row["path"] is not None and not row["on_disk"]
     return Entry(
         id=row["id"],
         label=row["label"],
         name=row["name"],
-        path=row["path"],
+        path=None if deleted else row["path"],
+        deleted=deleted,
         status=row["status"],
         state=state if isinstance(state, str) else json.dumps(state),
         created_at=row["created_at"],
