@@ -349,3 +349,13 @@ async def test_an_entity_purged_with_its_note_kept_and_remembered_again_is_that_
         ).fetchone()[0]
     )
     assert live == 1
+
+
+async def test_a_purge_says_which_notes_still_link_to_what_it_purged(rt: Runtime, vault: Path) -> None:
+    """Review 21c: "purged 'SQLite' ... with its relations", yet Harbor's note still says USES SQLite, so the
+    graph has the name again at once (a placeholder) and a later remember re-attaches the relation."""
+    done = await forget(rt, "SQLite", mode="purge")
+    assert "1 note(s) still link to it (Projects/Harbor.md)" in done.message, done.message
+    assert "remove those links or relations in the notes" in done.message
+    alone = await forget(rt, "Harbor", mode="purge")
+    assert "still link to it" not in alone.message  # nothing links to Harbor

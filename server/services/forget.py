@@ -276,7 +276,21 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
             "rebuilt; purging with delete_note=true moves the note to .trash as well, so delete it in "
             "Obsidian if it should go"
         )
-    return _forgotten(node, "purge", True, f"{what}; {note}", trash_path=trash_path)
+    return _forgotten(node, "purge", True, f"{what}; {note}{_still_linked(purged)}", trash_path=trash_path)
+
+
+def _still_linked(purged: forget_sql.Purged, shown: int = 5) -> str:
+    """What the purge cannot take away: links in other notes still name the entity, so it stays a name (a
+    placeholder) in the graph as long as they do (review 21c: the message said its relations were gone)."""
+    if not purged.linked_from:
+        return ""
+    paths = ", ".join(purged.linked_from[:shown]) + (
+        f" and {len(purged.linked_from) - shown} more" if len(purged.linked_from) > shown else ""
+    )
+    return (
+        f"; {len(purged.linked_from)} note(s) still link to it ({paths}): the graph keeps its name as a "
+        "placeholder while they do; remove those links or relations in the notes to forget it entirely"
+    )
 
 
 async def _purge_queued(rt: Runtime, node: Node, rel: str) -> Forgotten:
@@ -291,7 +305,7 @@ async def _purge_queued(rt: Runtime, node: Node, rel: str) -> Forgotten:
         True,
         f"purged {node.name!r} from the graph with its {purged.relations} relation(s); its note {rel} is "
         f"queued to move to .trash: {_why_no_writes(rt)}, and moves it within about a second (engrama_status "
-        "shows writes still waiting)",
+        f"shows writes still waiting){_still_linked(purged)}",
     )
 
 

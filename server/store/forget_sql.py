@@ -24,6 +24,9 @@ class Purged:
     relations: int  # open edges from or to the node that went with it
     stubs: int  # placeholder nodes only this node linked to, removed with it
     insights: int  # pending insights that named it, withdrawn
+    linked_from: tuple[
+        str, ...
+    ] = ()  # notes whose links name it still: it stays a name (a stub) through them
 
 
 def archive_in_graph(conn: Any, node_id: str, now: str, reason: str) -> bool:
@@ -59,6 +62,14 @@ def purge_node(conn: Any, node_id: str, drop_file: str | None, now: str) -> Purg
             (node_id,),
         )
     ]
+    linked_from = tuple(
+        row["path"]
+        for row in conn.execute(
+            "select distinct n.path from edges e join nodes n on n.id = e.source "
+            "where e.target = ? and e.source != ? and e.valid_to is null and n.path is not null order by n.path",
+            (node_id, node_id),
+        )
+    )
     passages_sql.drop_passages(conn, node_id)  # out of the full-text index with their text (migration 9)
     conn.execute("delete from nodes where id = ?", (node_id,))
     stubs = 0
@@ -78,4 +89,4 @@ def purge_node(conn: Any, node_id: str, drop_file: str | None, now: str) -> Purg
         "and exists (select 1 from json_each(insights.entities) e where e.value = ?)",
         (node_id,),
     ).rowcount
-    return Purged(relations=relations, stubs=stubs, insights=insights)
+    return Purged(relations=relations, stubs=stubs, insights=insights, linked_from=linked_from)
