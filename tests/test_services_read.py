@@ -12,6 +12,7 @@ from server.services.context import context
 from server.services.errors import EntityNotFound, NoteNotFound, ServiceError
 from server.services.ingest import ingest, name_candidates
 from server.services.notesync import sync_note, sync_vault
+from server.services.reading import read_note
 from server.settings import Settings
 from vault_sync.errors import PathOutsideVault
 
@@ -133,3 +134,21 @@ async def test_sync_vault_reports_progress_and_counts(rt: Runtime, vault: Path) 
     report = await sync_vault(rt, "Projects", progress=progress)
     assert (report.scanned, report.created, report.unchanged) == (2, 1, 1)
     assert report.ids_injected == ["Projects/New.md"] and ticks[-1] == (2, 2)
+
+
+async def test_a_name_two_notes_share_is_not_guessed(vault: Path, db_path: Path) -> None:
+    """Review 21c: with People/Mercury.md and Technologies/Mercury.md, name="Mercury" returned one of them and
+    no sign of the other."""
+    for folder, label in (("People", "Person"), ("Technologies", "Technology")):
+        (vault / folder).mkdir()
+        (vault / folder / "Mercury.md").write_text(f"---\ntype: {label}\n---\nA {label}.\n", encoding="utf-8")
+    (vault / "Venus.md").write_text("---\naliases: [Morning star]\n---\nA planet.\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        with pytest.raises(
+            ServiceError, match=r"2 notes are called 'Mercury': .*People/Mercury.md \(Person\)"
+        ):
+            await read_note(rt, name="mercury")
+        page = await read_note(rt, path="Technologies/Mercury.md")
+        assert page.label == "Technology"
+        assert (await read_note(rt, name="morning star")).path == "Venus.md"  # one note: found as before

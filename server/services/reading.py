@@ -153,6 +153,12 @@ async def _node_with_note(rt: Runtime, name: str) -> Node:
     link) that has a note."""
     nodes = await rt.store.find_nodes(name)
     with_note = [n for n in nodes if n.path]
+    namesakes = [n for n in with_note if with_note and n.name.casefold() == with_note[0].name.casefold()]
+    if len(namesakes) > 1:  # People/Mercury.md and Technologies/Mercury.md: which one is not for us to guess
+        listed = ", ".join(f"{n.path} ({n.label})" for n in namesakes[:5])
+        raise ServiceError(
+            f"{len(namesakes)} notes are called {with_note[0].name!r}: {listed}; give the one meant as path"
+        )
     if with_note:
         return with_note[0]
     if nodes:
