@@ -298,3 +298,76 @@ async def test_links_the_person_writes_after_an_insight_section_they_edited_reac
                 ]
             )
             assert linked in neighbours, (name, neighbours)
+
+
+async def test_a_write_back_cut_short_by_a_kill_is_finished_by_the_next_start(
+    vault, db_path, tmp_path
+) -> None:
+    """Review 21b: the server was killed (SIGKILL) while writing an approved insight into its 300 notes; the
+    insight stayed in the few notes written, and a restart neither finished the write nor said anything."""
+    import asyncio
+    import json
+    import signal
+    import subprocess
+    import time
+
+    from tests.test_e2e_stdio import COMMAND, call, serve_args
+    from tests.test_live_processes import eventually
+    from tests.test_resources import served
+
+    b = VaultBuilder(vault)
+    b.note("Technologies", "SQLite", "Technology")
+    for i in range(300):
+        b.note("Projects", f"P{i:03d}", "Project", relations={"USES": ["SQLite"]}, body=f"Project {i}.")
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+    notes = sorted(p for p in vault.glob("*/*.md") if p.parent.name != "Insights")
+    before = {p: p.read_bytes() for p in notes}
+
+    def carrying() -> int:
+        return sum(b"<!-- engrama:insight " in p.read_bytes() for p in notes)
+
+    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": "0"}
+    server = subprocess.Popen(
+        [str(COMMAND), *serve_args(vault, db_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "killed.log", "w", encoding="utf-8"),  # noqa: SIM115 - closed with the process
+        env=env,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: dict) -> None:
+        server.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]
+        server.stdin.flush()  # type: ignore[union-attr]
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+    assert json.loads(server.stdout.readline())["id"] == 1
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "engrama_write_insight_to_vault", "arguments": {"insight_id": insight_id}},
+        }
+    )
+    deadline = time.monotonic() + 60
+    while carrying() < 3:
+        assert time.monotonic() < deadline and server.poll() is None, "the write-back never began"
+        await asyncio.sleep(0.005)
+    server.send_signal(signal.SIGKILL)
+    server.wait(timeout=10)
+    cut_short = carrying()
+    assert 3 <= cut_short < len(notes), "the kill came after the whole write: make the vault larger"
+    async with served(vault, db_path, tmp_path, watch=True) as session:
+        await eventually(lambda: carrying() == len(notes), 60)
+
+        async def nothing_waits() -> bool:
+            return (await call(session, "engrama_status", {}))["vault"]["outbox"]["waiting"] == 0
+
+        await eventually(nothing_waits, 30)
+    for path, data in before.items():
+        now = path.read_bytes()
+        assert now.startswith(data) and now.count(b"<!-- engrama:insight ") == 1, path

@@ -48,6 +48,7 @@ from server.store import insights_sql, outbox_sql
 from server.store.clock import utc_now
 from server.store.insights_sql import APPROVED, DISMISSED, PENDING, InsightRow
 from vault_sync.errors import VaultError
+from vault_sync.outbox import InsightWrite
 
 __all__ = [
     "PATTERN_NAMES",
@@ -228,7 +229,21 @@ async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str 
         )
     if rt.sync is not None and writable_sync(rt) is None:
         return await queue_write_back(rt, row, target_note)  # another process holds the vault: it writes
-    return await write_back(rt, row, target_note)
+    if rt.sync is None:
+        return await write_back(rt, row, target_note)
+    # Written note by note: a server killed half-way left the insight in some of its notes, and nothing said
+    # so or finished it (review 21b). The write is queued first, as a follower queues it, and dropped once done
+    # or refused; killed, the row stays, and the next drain (this server's restart) writes the rest (a note
+    # that has the section already is left as it is). One drain at a time: none applies it meanwhile.
+    async with rt.outbox_lock:
+        journal = await rt.store.write(outbox_sql.enqueue, InsightWrite(row.id, target_note), utc_now())
+        try:
+            done = await write_back(rt, row, target_note)
+        except Exception:
+            await rt.store.write(outbox_sql.applied, journal, None, utc_now())
+            raise
+        await rt.store.write(outbox_sql.applied, journal, None, utc_now())
+    return done
 
 
 async def pending_insights_for(rt: Runtime, node_ids: Sequence[str], limit: int = 3) -> list[InsightSummary]:
