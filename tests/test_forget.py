@@ -359,3 +359,27 @@ async def test_a_purge_says_which_notes_still_link_to_what_it_purged(rt: Runtime
     assert "remove those links or relations in the notes" in done.message
     alone = await forget(rt, "Harbor", mode="purge")
     assert "still link to it" not in alone.message  # nothing links to Harbor
+
+
+async def test_a_note_whose_id_line_is_owed_or_refused_can_be_forgotten(vault: Path, db_path: Path) -> None:
+    """Review 21c: a note indexed without its id line (owed while the person was still saving it, or refused by
+    JSON frontmatter) could be neither archived nor purged with delete_note, and the advice given (sync the
+    note) changed nothing."""
+    write(vault, "Projects/Fresh.md", b"---\ntype: Project\n---\nJust saved.\n")
+    write(vault, "Projects/Json.md", b'---\n{"type": "Project"}\n---\nJSON frontmatter.\n')
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=600)) as rt:
+        await rt.require_sync().sync_vault()
+        fresh = (vault / "Projects/Fresh.md").read_bytes()
+        assert b"engrama_id" not in fresh  # indexed, its line owed until the note is quiet
+        done = await forget(rt, "Fresh")
+        assert done.status == "archived"
+        after = (vault / "Projects/Fresh.md").read_bytes()
+        assert after.startswith(b"---\ntype: Project\n") and after.endswith(b"---\nJust saved.\n")
+        assert b"status: archived\n" in after and f"engrama_id: {done.id}\n".encode() in after
+        with pytest.raises(ServiceError, match="set `status: archived` in the note in Obsidian"):
+            await forget(rt, "Json")
+        purged = await forget(rt, "Json", mode="purge", delete_note=True)
+        assert purged.trash_path is not None and not (vault / "Projects/Json.md").exists()
+        assert (
+            vault / purged.trash_path
+        ).read_bytes() == b'---\n{"type": "Project"}\n---\nJSON frontmatter.\n'

@@ -591,7 +591,7 @@ async def _update(
 
     def its_note(data: bytes, read: FileState) -> None:  # what the edit is based on is the entity's note
         if node_id is not None:
-            _require_note_of(data, read, node_id, rel, recorded)
+            require_note_of(data, read, node_id, rel, recorded)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
@@ -609,7 +609,7 @@ async def _update(
     return counted.get("added", 0)
 
 
-def _require_note_of(
+def require_note_of(
     data: bytes, read: FileState, node_id: str, rel: str, recorded: FileState | None
 ) -> None:
     """Raise `NotItsNote` unless `data` (read as `read`) is the note of `node_id`: it holds that id, or no id

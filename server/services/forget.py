@@ -18,13 +18,20 @@ from datetime import date
 from pathlib import Path
 
 from server.runtime import Runtime
-from server.services.entities import locate_entity_note, reconcile_moved, writes_notes
+from server.services.entities import (
+    NotItsNote,
+    locate_entity_note,
+    reconcile_moved,
+    require_note_of,
+    writes_notes,
+)
 from server.services.errors import EntityNotFound, ServiceError
 from server.services.schema import optional_label, require_name
 from server.store import Node, forget_sql, history_sql, outbox_sql
 from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote
+from vault_sync.model import FileState
 from vault_sync.notes import update_note
 from vault_sync.outbox import ArchiveChange, TrashChange
 from vault_sync.report import FAILED
@@ -131,16 +138,28 @@ async def _archive(rt: Runtime, node: Node) -> Forgotten:
 async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
     """Set `status: archived` in the note (that line only), then reconcile it so the node follows."""
     since, today = utc_now(), date.today().isoformat()
+    recorded = await rt.store.file_state(rel)
+
+    def its_note(data: bytes, read: FileState) -> None:
+        # Its id line, or none yet and what the graph read there as its note (a note still owed its line, one
+        # whose frontmatter cannot take it): review 21c, such notes were refused with advice that never helped.
+        try:
+            require_note_of(data, read, node.id, rel, recorded)
+        except NotItsNote as exc:
+            raise ServiceError(str(exc)) from None
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         edited = update_note(data, properties={"status": ARCHIVED}, observation=None, today=today)
-        _require_same_entity(data, node, rel)
+        if identify.read_id(edited) is None:  # the line it was owed goes in with the change, as a tool's does
+            edited = identify.insert_id(edited, node.id)
         return edited
 
     try:
-        await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
-    except MalformedNote as exc:
-        raise ServiceError(f"{rel} was left alone: {exc}") from exc
+        await asyncio.to_thread(
+            edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note
+        )
+    except MalformedNote as exc:  # IdLineRefused too: JSON frontmatter, a one-line mapping
+        raise ServiceError(f"{rel} was left alone: {exc}; {_BY_HAND}") from exc
     except FileNotFoundError:
         found = await locate_entity_note(rt, node)
         if found is not None and not found.in_trash:  # moved or renamed a moment ago: archive it there
@@ -167,12 +186,7 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
     )
 
 
-def _require_same_entity(data: bytes, node: Node, rel: str) -> None:
-    if identify.read_id(data) != node.id:
-        raise ServiceError(
-            f"{rel} no longer holds {node.name!r} (its engrama_id differs); nothing was written. "
-            "Call engrama_sync_note with this path, then try again"
-        )
+_BY_HAND = "set `status: archived` in the note in Obsidian, and the graph follows"
 
 
 async def _archive_graph(rt: Runtime, node: Node) -> Forgotten:
@@ -249,8 +263,9 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
     trash_path: str | None = None
     gone = False
     if delete_note and node.path:
+        recorded = await rt.store.file_state(node.path)
         try:
-            trash_path = await asyncio.to_thread(_move_note_to_trash, rt.vault, node, node.path)
+            trash_path = await asyncio.to_thread(_move_note_to_trash, rt.vault, node, node.path, recorded)
         except FileNotFoundError:
             gone = True
     drop_file = node.path if delete_note else None
@@ -309,8 +324,12 @@ async def _purge_queued(rt: Runtime, node: Node, rel: str) -> Forgotten:
     )
 
 
-def _move_note_to_trash(root: Path, node: Node, rel: str) -> str:
-    """Move the entity's note into `.trash/` after checking the file still is that entity's note."""
-    data, _ = read_note(root, rel)
-    _require_same_entity(data, node, rel)
+def _move_note_to_trash(root: Path, node: Node, rel: str, recorded: FileState | None) -> str:
+    """Move the entity's note into `.trash/` after checking the file still is that entity's note: its id line,
+    or none and what the graph read there as its note (`entities.require_note_of`)."""
+    data, read = read_note(root, rel)
+    try:
+        require_note_of(data, read, node.id, rel, recorded)
+    except NotItsNote as exc:
+        raise ServiceError(str(exc)) from None
     return move_to_trash(root, rel)
