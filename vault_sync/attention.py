@@ -10,10 +10,11 @@ folder replaces what lies in that folder; the watcher adds and drops conflict co
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from vault_sync.report import ConflictCopy, SyncReport
+from vault_sync.report import WAITING_FOR_HOLDER, ConflictCopy, SyncReport
 
 ATTENTION_KEY = "sync_attention"
 MAX_LISTED = 20  # entries per list kept and shown: status is read in every conversation, keep it short
@@ -33,6 +34,10 @@ class Attention:
     conflict_count: int = 0  # all of them, when more than MAX_LISTED were found
     not_downloaded: tuple[str, ...] = ()
     not_downloaded_count: int = 0
+    # Notes the sync could not read as notes, with why (broken frontmatter, too large, not UTF-8): the graph
+    # holds what they said when last read, and search only the text they hold now (review 21a).
+    unsynced: tuple[tuple[str, str], ...] = ()
+    unsynced_count: int = 0
 
     @classmethod
     def from_json(cls, text: str | None) -> Attention:
@@ -48,6 +53,8 @@ class Attention:
             conflict_count=int(raw.get("conflict_count", len(copies))),
             not_downloaded=tuple(raw.get("not_downloaded", ())),
             not_downloaded_count=int(raw.get("not_downloaded_count", 0)),
+            unsynced=tuple((str(u[0]), str(u[1])) for u in raw.get("unsynced", ())),
+            unsynced_count=int(raw.get("unsynced_count", 0)),
         )
 
     def to_json(self) -> str:
@@ -58,6 +65,8 @@ class Attention:
             "conflict_count": self.conflict_count,
             "not_downloaded": list(self.not_downloaded),
             "not_downloaded_count": self.not_downloaded_count,
+            "unsynced": [list(u) for u in self.unsynced],
+            "unsynced_count": self.unsynced_count,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -70,6 +79,14 @@ class Attention:
         held_back, hint = report.archive_held_back, report.archive_hint
         if folder and not held_back:  # a clean pass over one folder says nothing about the rest of the vault
             held_back, hint = self.archive_held_back, self.archive_hint
+        failed = {e.path: e.error for e in report.errors if e.error != WAITING_FOR_HOLDER}
+        kept = {path: why for path, why in self.unsynced if not _under(folder, path)}
+        unsynced = sorted({**kept, **failed}.items())
+        counted = (
+            len(unsynced)
+            if folder == ""
+            else max(len(unsynced), self.unsynced_count - len(self.unsynced) + len(unsynced))
+        )
         return Attention(
             archive_held_back=held_back,
             archive_hint=hint,
@@ -77,7 +94,24 @@ class Attention:
             conflict_count=len(copies) if folder == "" else max(len(copies), self.conflict_count),
             not_downloaded=tuple(placeholders[:MAX_LISTED]),
             not_downloaded_count=len(placeholders),
+            unsynced=tuple(unsynced[:MAX_LISTED]),
+            unsynced_count=counted,
         )
+
+    def with_outcomes(self, outcomes: Iterable[tuple[str, str | None]]) -> Attention:
+        """This record after notes were reconciled one by one (the watcher's changes): (path, why it could not
+        be read as a note, or None when it was)."""
+        listed = dict(self.unsynced)
+        count = self.unsynced_count
+        for path, why in outcomes:
+            if why is not None and why != WAITING_FOR_HOLDER:
+                count += path not in listed
+                listed[path] = why
+            elif path in listed:
+                count -= 1
+                del listed[path]
+        unsynced = sorted(listed.items())
+        return replace(self, unsynced=tuple(unsynced[:MAX_LISTED]), unsynced_count=max(count, len(unsynced)))
 
     def with_conflict_copy(self, copy: ConflictCopy, present: bool) -> Attention:
         """This record with one conflict copy added (it appeared) or dropped (it was merged or deleted)."""
@@ -104,6 +138,10 @@ class Attention:
         if self.not_downloaded_count:
             status["not_downloaded"] = self.not_downloaded_count
             status["not_downloaded_examples"] = list(self.not_downloaded[:3])
+        if self.unsynced:
+            status["not_synced"] = [{"path": path, "why": why} for path, why in self.unsynced]
+            if self.unsynced_count > len(self.unsynced):
+                status["not_synced_total"] = self.unsynced_count
         return status
 
 

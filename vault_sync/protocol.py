@@ -41,6 +41,11 @@ class GraphPort(Protocol):
         """`apply_note` for many notes in one transaction (how a vault sync applies a batch)."""
         ...
 
+    async def replace_text(self, node_id: str, chunks: Sequence[Chunk]) -> bool:
+        """A known note that cannot be read as a note now: its passages become `chunks` (what its text says; none
+        when it cannot be read at all), all else stays as last read. True when its indexed words changed."""
+        ...
+
     async def archive_path(self, path: str) -> str | None:
         """The note at `path` is gone: archive its node, close its outgoing edges, forget the file.
 

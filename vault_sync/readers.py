@@ -19,6 +19,7 @@ from vault_sync.began import file_began
 from vault_sync.checksum import sha256_hex
 from vault_sync.chunking import chunk_body
 from vault_sync.errors import IdLineRefused, NoteInConflict, NoteReadOnly, NoteUnwritable, VaultError
+from vault_sync.frontmatter import decode_note, locate_frontmatter
 from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
@@ -64,6 +65,11 @@ class NoteRead:
     # read-only mount made writable, a lock lifted): the line is tried again at the next pass (`NoteUnwritable`).
     id_retry: bool = False
     arrived: bool = False  # reported as it arrived from elsewhere, not saved here (`arrived`, `read_one`)
+    # With `error`, when what the file holds is known (`text_known`): what its text says though it cannot be
+    # read as a note (the body after a broken frontmatter; nothing when it is no text, or too large to read):
+    # what search may find meanwhile. Not known after a failed read (a share's hiccup): the graph keeps it.
+    text_chunks: tuple[Chunk, ...] = ()
+    text_known: bool = False
 
     def quiet_for(self, now_ns: int | None = None) -> float:
         """Seconds since the file's content last changed: its mtime, which an editor saving (in place or by
@@ -90,6 +96,21 @@ class NoteRead:
         """How long the note must be quiet before an id line is written: `settle`, or ARRIVED_QUIET for a note
         that arrived from elsewhere (settle 0, the person's choice of "at once", stays 0)."""
         return max(settle, ARRIVED_QUIET) if self.arrived and settle > 0 else settle
+
+
+def text_of(data: bytes) -> tuple[Chunk, ...]:
+    """The passages of a note's text when it cannot be read as a note: the body after its frontmatter block,
+    whatever that block holds (all of it when the block is not closed); none when it is not UTF-8 text."""
+    try:
+        text = decode_note(data)
+    except VaultError:
+        return ()
+    try:
+        span = locate_frontmatter(data)
+    except VaultError:
+        span = None
+    body = data[span.end :].decode("utf-8", errors="replace") if span is not None else text
+    return tuple(chunk_body(body))
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,7 @@ class NoteReader:
                         rel,
                         error=f"note is {stat.st_size // 2**20} MiB, over the "
                         f"{MAX_NOTE_BYTES // 2**20} MiB limit; split it into smaller notes",
+                        text_known=True,
                     )
                 data = handle.read()
         except (FileNotFoundError, NotADirectoryError):  # or a file took the name of a folder on its way
@@ -164,7 +186,9 @@ class NoteReader:
         try:
             note = replace(self.parse(rel, data), file_began=file_began(stat))  # evidence of its start
         except VaultError as exc:
-            return NoteRead(rel, state, error=describe(exc), blank=blank)
+            return NoteRead(
+                rel, state, error=describe(exc), blank=blank, text_chunks=text_of(data), text_known=True
+            )
         chunks = tuple(chunk_body(note.body))
         # Only a note reported as it changed (`by_content`: a watcher event) can be arriving while it is typed
         # elsewhere; one a walk of the vault finds (a first sync, the catch-up at start) waits as usual.

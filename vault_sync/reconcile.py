@@ -42,6 +42,7 @@ from vault_sync.report import (
     IGNORED,
     UNCHANGED,
     UPDATED,
+    WAITING_FOR_HOLDER,
     ConflictCopy,
     NoteOutcome,
     SyncReport,
@@ -125,10 +126,6 @@ def _perhaps_a_copy(existing: NodeRef | None, rel: str, ino: int | None) -> bool
         and ino is not None
         and ino != existing.ino
     )
-
-
-# Why a process without the vault's lease leaves a new note (no `engrama_id` yet) out of the graph.
-WAITING_FOR_HOLDER = "waiting for the process that holds the vault lease"
 
 
 def _path_owner(
@@ -220,9 +217,12 @@ class VaultSync:
             outcomes = await self._settle_batch(
                 reads, {rel: known} if known else {}, dry_run, None if dry_run else later
             )
-            return (
+            outcome = (
                 outcomes[0] if outcomes else NoteOutcome(rel, UNCHANGED, id=known.node_id if known else None)
             )
+            if not dry_run:
+                await self._keep_unsynced([(rel, outcome.error if outcome.action == FAILED else None)])
+            return outcome
 
     async def sync_paths(self, rels: Sequence[str], *, later: Later | None = None) -> SyncReport:
         """Reconcile many note paths at once, read and applied in batches like a full pass (the watcher's
@@ -242,7 +242,16 @@ class VaultSync:
                     report.add(await self._archive(rel, False))
             read = functools.partial(self._read_in_thread, by_content=True)  # each path has a reason
             await self._sync_batches(todo, known, False, read, report, None, len(todo), later)
+            failed = {e.path: e.error for e in report.errors}
+            await self._keep_unsynced([(rel, failed.get(rel)) for rel in wanted])
         return report
+
+    async def _keep_unsynced(self, outcomes: Sequence[tuple[str, str | None]]) -> None:
+        """Keep the list of notes that cannot be synced (`attention`, shown by `engrama_status`) current as
+        notes are reconciled one by one: (path, why it failed, or None)."""
+        before = await load_attention(self.graph)
+        if before.unsynced or any(why is not None for _, why in outcomes):
+            await save_attention(self.graph, before, before.with_outcomes(outcomes))
 
     def _own_notes(self, rels: Sequence[str]) -> set[str]:
         rules = templates.rules(self.root)
@@ -468,7 +477,9 @@ class VaultSync:
         archived by the caller, once its batch is applied."""
         if read.error is not None:
             log.warning("cannot sync %s: %s", read.path, read.error)
-            return NoteOutcome(read.path, FAILED, error=read.error)
+            if read.text_known and not dry_run and known is not None and known.node_id is not None:
+                await self.graph.replace_text(known.node_id, read.text_chunks)  # never what it said before
+            return NoteOutcome(read.path, FAILED, id=known.node_id if known else None, error=read.error)
         assert read.state is not None
         if read.note is None:  # same bytes as recorded
             if (

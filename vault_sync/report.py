@@ -16,6 +16,11 @@ CREATED, UPDATED, UNCHANGED, ARCHIVED, IGNORED, FAILED = (
 )
 
 
+# The error of a note a process without the vault's lease cannot index yet (it owes an id only the holder
+# may write): not the note's fault, so not listed for the person (`attention`).
+WAITING_FOR_HOLDER = "waiting for the process that holds the vault lease"
+
+
 @dataclass(frozen=True)
 class NoteOutcome:
     path: str

@@ -609,9 +609,7 @@ async def _update(
     return counted.get("added", 0)
 
 
-def require_note_of(
-    data: bytes, read: FileState, node_id: str, rel: str, recorded: FileState | None
-) -> None:
+def require_note_of(data: bytes, read: FileState, node_id: str, rel: str, recorded: FileState | None) -> None:
     """Raise `NotItsNote` unless `data` (read as `read`) is the note of `node_id`: it holds that id, or no id
     and is what the graph last read at `rel` as that node's note (`recorded`; a note indexed while still owed
     its id line is recorded without its checksum, so its size and modification time must be the recorded

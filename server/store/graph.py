@@ -56,6 +56,9 @@ class GraphStore:
 
     # --- GraphPort -----------------------------------------------------------------------------------------
 
+    async def replace_text(self, node_id: str, chunks: Sequence[Chunk]) -> bool:
+        return await self.write(sync_sql.replace_text, node_id, chunks)
+
     async def file_states(self, paths: Sequence[str] | None = None) -> dict[str, FileState]:
         return await self.read(sync_sql.file_states, paths)
 

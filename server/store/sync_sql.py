@@ -383,6 +383,23 @@ def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool
     return created
 
 
+def replace_text(conn: Any, node_id: str, chunks: Sequence[Chunk]) -> bool:
+    """What a known note's text says now, when it cannot be read as a note (its frontmatter broken, or it
+    cannot be read at all: no `chunks`): its passages and whole-note row only; its properties, names, links
+    and file state stay as last read, until it can be read again. So search finds what the note says, never
+    what it said (review 21a: a word removed while the YAML was broken still found the note). True when its
+    indexed words changed."""
+    row = conn.execute("select name from nodes where id = ? and status != 'stub'", (node_id,)).fetchone()
+    if row is None:
+        return False
+    if not replace_chunks(conn, node_id, row["name"], chunks):
+        return False
+    index_new_chunks(conn)
+    body = passages_sql.note_text((c.heading, c.text, c.repeats) for c in chunks)
+    search_sql.index_note_docs(conn, [(node_id, row["name"], body)])
+    return True
+
+
 def apply_note(
     conn: Any, note: ParsedNote, node_id: str, chunks: Sequence[Chunk], state: FileState, now: str
 ) -> bool:

@@ -1,0 +1,95 @@
+"""A note that cannot be read as a note (its frontmatter broken mid-edit, grown past the size limit): search
+finds what it says now, never what it said, and `engrama_status` names it with why, until it can be read again
+(review 21a: a word the person removed while the YAML was broken still found the note, with the old text as
+its snippet, and status said the graph was in step).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from server.live import live_sync
+from server.runtime import Runtime, open_runtime
+from server.search.service import search
+from server.settings import Settings
+from server.status import build_status
+from vault_sync.writer import MAX_NOTE_BYTES
+
+GOOD = "---\ntitle: Trip plan\ntype: Project\n---\nFlight code is XJ4471.\nHotel near the river.\n"
+BROKEN = (
+    "---\ntitle: Trip plan: Lisbon\ntype: Project\n---\nWe take the train to Porto.\nHotel near the river.\n"
+)
+
+
+async def found(rt: Runtime, query: str) -> list[str]:
+    return [hit.path or "" for hit in (await search(rt, query)).results]
+
+
+async def not_synced(rt: Runtime) -> dict[str, str]:
+    attention = (await build_status(rt))["vault"].get("attention", {})
+    return {entry["path"]: entry["why"] for entry in attention.get("not_synced", [])}
+
+
+async def settled(live: object, rt: Runtime, check: object, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        await live.wait_idle(timeout)  # type: ignore[attr-defined]
+        if await check():  # type: ignore[operator]
+            return
+        assert time.monotonic() < deadline, "not in step in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_note_whose_frontmatter_breaks_is_found_by_what_it_says_now(
+    vault: Path, db_path: Path
+) -> None:
+    note = vault / "Trip.md"
+    note.write_text(GOOD, encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        await settled(live, rt, lambda: _has(rt, "XJ4471", "Trip.md"))
+        node_id = (await rt.store.find_nodes("Trip plan"))[0].id
+        note.write_text(BROKEN.replace("---\n", f"---\nengrama_id: {node_id}\n", 1), encoding="utf-8")
+
+        async def broken_seen() -> bool:
+            return "Trip.md" in await not_synced(rt)
+
+        await settled(live, rt, broken_seen)
+        assert await found(rt, "XJ4471") == []  # removed from the note: no longer found
+        assert await found(rt, "Porto train") == ["Trip.md"]  # what it says now
+        why = (await not_synced(rt))["Trip.md"]
+        assert "invalid YAML" in why and "line 3" in why, why
+        [node] = await rt.store.find_nodes("Trip plan")  # its identity and properties as last read
+        assert node.id == node_id
+        note.write_text(
+            BROKEN.replace("title: Trip plan: Lisbon", f'engrama_id: {node_id}\ntitle: "Trip plan: Lisbon"'),
+            encoding="utf-8",
+        )
+
+        async def fixed() -> bool:
+            return not await not_synced(rt) and bool(await rt.store.find_nodes("Trip plan: Lisbon"))
+
+        await settled(live, rt, fixed)
+        assert await found(rt, "Porto train") == ["Trip.md"] and await found(rt, "XJ4471") == []
+
+
+async def test_a_note_grown_past_the_size_limit_is_no_longer_found_by_what_it_said(
+    vault: Path, db_path: Path
+) -> None:
+    note = vault / "Log.md"
+    note.write_text("A kumquat grows here.\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        await settled(live, rt, lambda: _has(rt, "kumquat", "Log.md"))
+        note.write_text("x" * 79 + "\n" + ("y" * 79 + "\n") * (MAX_NOTE_BYTES // 80 + 1), encoding="utf-8")
+
+        async def over() -> bool:
+            return "Log.md" in await not_synced(rt)
+
+        await settled(live, rt, over)
+        assert await found(rt, "kumquat") == []
+        assert "MiB limit" in (await not_synced(rt))["Log.md"]
+
+
+async def _has(rt: Runtime, query: str, path: str) -> bool:
+    return path in await found(rt, query)
