@@ -152,3 +152,20 @@ async def test_a_name_two_notes_share_is_not_guessed(vault: Path, db_path: Path)
         page = await read_note(rt, path="Technologies/Mercury.md")
         assert page.label == "Technology"
         assert (await read_note(rt, name="morning star")).path == "Venus.md"  # one note: found as before
+
+
+async def test_a_name_whose_note_was_deleted_or_archived_is_said_so(vault: Path, db_path: Path) -> None:
+    """Review 21a: read by name after the person deleted People/Dora.md (Nile still links [[Dora]]), the answer
+    was "'Dora' has no note yet", which sent the assistant looking for a note that had been there."""
+    (vault / "People").mkdir()
+    (vault / "People/Dora.md").write_text("---\ntype: Person\n---\nDora runs the river survey.\n", "utf-8")
+    (vault / "People/Ada.md").write_text("---\ntype: Person\nstatus: archived\n---\nAda left.\n", "utf-8")
+    (vault / "Nile.md").write_text("Surveyed by [[Dora]].\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        (vault / "People/Dora.md").unlink()
+        await rt.require_sync().sync_vault()
+        with pytest.raises(NoteNotFound, match=r"the note of 'Dora' \(People/Dora.md\) was deleted"):
+            await read_note(rt, name="Dora")
+        page = await read_note(rt, name="Ada")  # archived by its status line: the note is there to read
+        assert page.path == "People/Ada.md" and "Ada left." in page.text

@@ -161,6 +161,17 @@ async def _node_with_note(rt: Runtime, name: str) -> Node:
         )
     if with_note:
         return with_note[0]
+    archived = [
+        n for n in await rt.store.find_nodes(name, include_archived=True) if n.path and n.status == "archived"
+    ]
+    for node in archived:  # archived by its note's `status:` line: the note is there to read
+        if node.path is not None and await rt.store.file_state(node.path) is not None:
+            return node
+    if archived:  # its note was deleted since: "no note yet" would send the assistant looking for one
+        raise NoteNotFound(
+            f"the note of {archived[0].name!r} ({archived[0].path}) was deleted, and the entity is archived; "
+            "engrama_context and engrama_search with include_archived=true show what was known about it"
+        )
     if nodes:
         raise NoteNotFound(
             f"{nodes[0].name!r} has no note yet (it is only named by links or kept in the graph); "
