@@ -128,3 +128,16 @@ def test_decode_note_refuses_binary_and_other_encodings() -> None:
     with pytest.raises(UnreadableNote, match="UTF-16"):
         decode_note("hi".encode("utf-16"), source="a.md")
     assert decode_note(BOM + "café".encode()) == "café"
+
+
+def test_a_tab_the_editor_cannot_read_is_named_with_its_line_and_the_fix() -> None:
+    """Review 21c: `status:<TAB>active` is indexed (libyaml lets it pass) but every edit was refused with
+    PyYAML's scanner dump, naming neither the line of the file nor what to do."""
+    from vault_sync.errors import MalformedNote
+    from vault_sync.notes import update_note
+
+    note = b"---\ntype: Project\nstatus:\tactive\n---\nbody\n"
+    with pytest.raises(
+        MalformedNote, match=r"at line 3 .*replace it with a space in Obsidian, then try again"
+    ):
+        update_note(note, properties={"status": "archived"}, observation=None, today="2026-01-01")

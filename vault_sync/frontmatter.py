@@ -123,7 +123,7 @@ def load_yaml(text: str, *, first_line: int = 2, source: str = "note") -> dict[s
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a safe loader
     except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:
         # Constructors raise plain ValueError, e.g. for a date like 2024-02-30.
-        where = _describe_yaml_error(exc, text, first_line)
+        where = describe_yaml_error(exc, text, first_line)
         raise MalformedNote(f"{source} has invalid YAML in its frontmatter{where}; {_FIX_HINT}") from None
     if value is None:
         return {}
@@ -135,7 +135,7 @@ def load_yaml(text: str, *, first_line: int = 2, source: str = "note") -> dict[s
     return value
 
 
-def _describe_yaml_error(exc: Exception, text: str, first_line: int) -> str:
+def describe_yaml_error(exc: Exception, text: str, first_line: int) -> str:
     """` at line N (what is wrong)`, with N counted from the top of the file."""
     if isinstance(exc, yaml.MarkedYAMLError):
         mark, context_mark = exc.problem_mark or exc.context_mark, exc.context_mark

@@ -16,7 +16,13 @@ from typing import Any
 import yaml
 
 from vault_sync.errors import MalformedNote
-from vault_sync.frontmatter import FrontmatterSpan, bom_length, file_newline, read_frontmatter
+from vault_sync.frontmatter import (
+    FrontmatterSpan,
+    bom_length,
+    describe_yaml_error,
+    file_newline,
+    read_frontmatter,
+)
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,16 @@ def compose(text: str) -> yaml.Node | None:
     try:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
-        raise MalformedNote(f"the frontmatter could not be read for editing ({exc})") from None
+        # The frontmatter starts on the file's second line. A tab where YAML needs spaces is the usual cause
+        # when the note was indexed all the same (the reader's libyaml lets `key:<TAB>value` pass): review 21c.
+        where = describe_yaml_error(exc, text, first_line=2)
+        fix = (
+            "a tab character stands where YAML needs spaces (after a key's colon, or in the indentation): "
+            "replace it with a space in Obsidian, then try again"
+            if "'\\t'" in str(exc)
+            else "fix it in Obsidian, then try again"
+        )
+        raise MalformedNote(f"the frontmatter could not be read for editing{where}; {fix}") from None
 
 
 def line_start(text: str, index: int) -> int:
