@@ -21,6 +21,8 @@ from server.services.forget import forget
 from server.services.remember import remember
 from server.settings import Settings
 from server.status import first_catch_up
+from server.store.database import connect_sync
+from server.store.migrations import apply_migrations
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
 
@@ -403,3 +405,33 @@ async def test_a_new_note_is_not_edited_again_when_engrama_writes_its_id_line(
     assert "Lighthouse" not in again and "Nothing changed in the vault since the previous brief." in again, (
         again
     )
+
+
+async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """Migration 16 numbers node changes (review 21d); a client's mark from before it starts after the changes
+    its last brief covered: nothing is reported twice, and the next change is reported."""
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        await record_brief(rt, await render_brief(rt, client="cli"))
+    conn, _ = connect_sync(db_path)  # the database as the version before migration 16 left it
+    for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
+        conn.execute(f"drop trigger {trigger}")
+    conn.execute("drop table node_changes")
+    conn.execute("alter table brief_marks drop column change_seq")
+    conn.execute("delete from schema_migrations where number = 16")
+    assert apply_migrations(conn) == 1
+    conn.close()
+    async with open_runtime(settings) as rt:
+        assert (
+            "Nothing changed in the vault since the previous brief."
+            in (await render_brief(rt, client="cli")).markdown
+        )
+        note = vault / "Projects/Harbor Analytics.md"
+        note.write_text(note.read_text(encoding="utf-8") + "\nA new thought.\n", encoding="utf-8")
+        await resync(rt, "Projects/Harbor Analytics.md")
+        assert "- edited: [[Harbor Analytics]]" in (await render_brief(rt, client="cli")).markdown

@@ -122,7 +122,7 @@ def test_fact_change_ids_are_never_given_twice_and_start_past_what_briefs_saw(tm
     conn.execute(add, (now,))
     conn.execute("delete from property_history where id = 2")
     assert conn.execute(add, (now,)).lastrowid == 3  # a plain rowid would give 2 again
-    conn.execute("insert into brief_marks values ('cursor', ?, 50)", (now,))
+    conn.execute("insert into brief_marks (client, briefed_at, history_id) values ('cursor', ?, 50)", (now,))
     conn.execute("delete from schema_migrations where number = 14")  # the upgrade, run again on this file
     assert apply_migrations(conn) == 1
     assert conn.execute(add, (now,)).lastrowid == 51

@@ -193,7 +193,12 @@ def _gather(conn: Any, profile: Profile, client: str | None, now: datetime, focu
         since = _stamp(now - timedelta(days=FIRST_BRIEF_DAYS))
         after_id, history_since = 0, since
     changed, counts = brief_sql.changed_nodes(
-        conn, since, client if mark else None, CHANGES_FETCHED, first=mark is None
+        conn,
+        since,
+        client if mark else None,
+        CHANGES_FETCHED,
+        first=mark is None,
+        after_seq=mark.change_seq if mark else None,
     )
     facts = brief_sql.fact_changes(conn, after_id, history_since, CHANGES_FETCHED * 5)
     parts = roles(profile)

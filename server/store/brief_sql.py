@@ -1,10 +1,11 @@
 """The reads of the session brief, its per-client marks and the open clarifications (synchronous; via GraphStore).
 
-A brief reports what changed since the same client's previous brief (m008). Two cursors make that exact:
-fact changes by `property_history` rowid (rowids follow commit order), and node changes by `updated_at`
-from a moment a margin before the previous brief's read, minus the node versions that brief
-already covered (`brief_seen`): a write stamps its time before it commits, so a change stamped just before
-a brief may only become visible just after it.
+A brief reports what changed since the same client's previous brief (m008). Two cursors make that exact, both
+numbers given in commit order whatever the clock says: fact changes by `property_history` id, and node changes
+by `node_changes.seq` (m016: each node's last change; by `updated_at` before it, and a clock put right then
+hid the changes made meanwhile: review 21d), minus the node versions the previous brief already covered
+(`brief_seen`). Whether a node is new, and a client's first brief, still go by time: when the graph met it,
+and the last days by the person's clock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Mark:
     briefed_at: str
     history_id: int
     seen: tuple[tuple[str, str], ...]  # (node id, fingerprint) of versions covered at or after `briefed_at`
+    change_seq: int = 0  # the last node change (`node_changes.seq`) the brief saw: the next starts after it
 
 
 @dataclass(frozen=True)
@@ -124,33 +126,39 @@ def _entry(row: Any) -> Entry:
 
 def get_mark(conn: Any, client: str) -> Mark | None:
     row = conn.execute(
-        "select briefed_at, history_id from brief_marks where client = ?", (client,)
+        "select briefed_at, history_id, change_seq from brief_marks where client = ?", (client,)
     ).fetchone()
     if row is None:
         return None
     seen = conn.execute("select node_id, fingerprint from brief_seen where client = ?", (client,)).fetchall()
-    return Mark(client, row["briefed_at"], row["history_id"], tuple((r[0], r[1]) for r in seen))
+    return Mark(
+        client, row["briefed_at"], row["history_id"], tuple((r[0], r[1]) for r in seen), row["change_seq"]
+    )
 
 
 def next_mark(conn: Any, client: str, briefed_at: str) -> Mark:
     """The mark a brief read now leaves: the last fact change it saw and the node changes since `briefed_at`."""
     (history_id,) = conn.execute("select coalesce(max(id), 0) from property_history").fetchone()
+    (change_seq,) = conn.execute("select coalesce(max(seq), 0) from node_changes").fetchone()
     seen = conn.execute(
         f"select n.id, {_FINGERPRINT} from nodes n where n.updated_at >= ? and n.status != 'stub'",
         (briefed_at,),
     ).fetchall()
-    return Mark(client, briefed_at, history_id, tuple((r[0], r[1]) for r in seen))
+    return Mark(client, briefed_at, history_id, tuple((r[0], r[1]) for r in seen), change_seq)
 
 
 def set_mark(conn: Any, mark: Mark) -> None:
     """Record `mark` as the client's (in the caller's transaction); a mark never moves backwards."""
-    row = conn.execute("select history_id from brief_marks where client = ?", (mark.client,)).fetchone()
-    if row is not None and row["history_id"] > mark.history_id:
+    row = conn.execute(
+        "select history_id, change_seq from brief_marks where client = ?", (mark.client,)
+    ).fetchone()
+    if row is not None and (row["history_id"] > mark.history_id or row["change_seq"] > mark.change_seq):
         return  # a later brief of the same client was recorded first
     conn.execute(
-        "insert into brief_marks (client, briefed_at, history_id) values (?, ?, ?) on conflict(client) do "
-        "update set briefed_at = excluded.briefed_at, history_id = excluded.history_id",
-        (mark.client, mark.briefed_at, mark.history_id),
+        "insert into brief_marks (client, briefed_at, history_id, change_seq) values (?, ?, ?, ?) "
+        "on conflict(client) do update set briefed_at = excluded.briefed_at, history_id = excluded.history_id, "
+        "change_seq = excluded.change_seq",
+        (mark.client, mark.briefed_at, mark.history_id, mark.change_seq),
     )
     conn.execute("delete from brief_seen where client = ?", (mark.client,))
     conn.executemany(
@@ -164,6 +172,14 @@ def set_mark(conn: Any, mark: Mark) -> None:
 _CHANGED = f"""
     from {_FROM}
     where n.updated_at >= ? and n.status != 'stub'
+      and not exists (select 1 from brief_seen s
+                      where s.client = ? and s.node_id = n.id and s.fingerprint = {_FINGERPRINT})
+"""
+# Since the previous brief of the client: the node changes numbered after the last it saw (`node_changes`,
+# numbered in commit order whatever the clock says: review 21d), less the versions it covered.
+_CHANGED_AFTER = f"""
+    from {_FROM} join node_changes c on c.node_id = n.id
+    where c.seq > ? and n.status != 'stub'
       and not exists (select 1 from brief_seen s
                       where s.client = ? and s.node_id = n.id and s.fingerprint = {_FINGERPRINT})
 """
@@ -184,22 +200,33 @@ _NEW_FIRST = "n.status != 'archived' and n.path is null and n.created_at >= ?"
 
 
 def changed_nodes(
-    conn: Any, since: str, client: str | None, limit: int, *, first: bool = False
+    conn: Any,
+    since: str,
+    client: str | None,
+    limit: int,
+    *,
+    first: bool = False,
+    after_seq: int | None = None,
 ) -> tuple[list[Entry], dict[str, int]]:
-    """Notes and entities created, edited or archived since `since` that `client`'s last brief did not cover,
-    the latest first; and how many of each kind there are in all. `first`: a client's first brief, which
-    counts a note's change by when the person changed its file (`_FIRST`)."""
-    where = _CHANGED + (_FIRST if first else "")
-    extra: tuple[Any, ...] = (_ns(since),) if first else ()
-    order = f"{TOUCHED} desc, n.updated_at desc" if first else f"n.updated_at desc, {TOUCHED} desc"
+    """Notes and entities created, edited or archived since `client`'s last brief that it did not cover, the
+    latest first; and how many of each kind there are in all. With `after_seq` (the last node change that
+    brief saw) they are the changes numbered after it; else those stamped since `since`. `first`: a client's
+    first brief, which counts a note's change by when the person changed its file (`_FIRST`). A node is new
+    when the graph met it at or after `since`."""
+    if after_seq is not None and not first:
+        where, params = _CHANGED_AFTER, (after_seq, client)
+        order = f"c.seq desc, {TOUCHED} desc"
+    else:
+        where = _CHANGED + (_FIRST if first else "")
+        params = (since, client, *((_ns(since),) if first else ()))
+        order = f"{TOUCHED} desc, n.updated_at desc" if first else f"n.updated_at desc, {TOUCHED} desc"
     rows = conn.execute(
-        f"select {_ENTRY} {where} order by {order}, n.name limit ?",
-        (since, client, *extra, limit),
+        f"select {_ENTRY} {where} order by {order}, n.name limit ?", (*params, limit)
     ).fetchall()
     counts = conn.execute(
         "select count(*) as total, coalesce(sum(n.status = 'archived'), 0) as archived, "
         f"coalesce(sum({_NEW_FIRST if first else _NEW}), 0) as created {where}",
-        (since, *(() if first else (client,)), since, client, *extra),
+        (since, *(() if first else (client,)), *params),
     ).fetchone()
     entries = [_entry(r) for r in rows]
     if client is not None and not first:

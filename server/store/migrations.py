@@ -426,6 +426,34 @@ M014_HISTORY_IDS_ONCE = """
 M015_TOUCHED = """
         alter table files add column touched_ns integer;
 """
+# Node changes numbered in commit order (review 21d): the brief read a note's changes by its wall-clock
+# `updated_at` from the previous brief's time, so after the clock jumped forward and was put right (or stepped
+# back) the notes changed meanwhile were stamped before the mark and never reported. Each node's last change
+# gets the next number, as `property_history`'s rows do (AUTOINCREMENT: never given twice, and a writer
+# commits alone, so numbers follow commit order); a brief records the last number it saw (`change_seq`). The
+# numbers of the nodes there already follow `updated_at`, and each mark starts after the changes it covered.
+M016_NODE_CHANGES = """
+        create table node_changes (
+            seq integer primary key autoincrement,
+            node_id text not null unique
+        );
+        insert into node_changes (node_id) select id from nodes order by updated_at, id;
+        create trigger nodes_change_in after insert on nodes begin
+            delete from node_changes where node_id = new.id;
+            insert into node_changes (node_id) values (new.id);
+        end;
+        create trigger nodes_change_up after update of updated_at on nodes begin
+            delete from node_changes where node_id = new.id;
+            insert into node_changes (node_id) values (new.id);
+        end;
+        create trigger nodes_change_out after delete on nodes begin
+            delete from node_changes where node_id = old.id;
+        end;
+        alter table brief_marks add column change_seq integer not null default 0;
+        update brief_marks set change_seq = coalesce(
+            (select max(c.seq) from node_changes c join nodes n on n.id = c.node_id
+             where n.updated_at < brief_marks.briefed_at), 0);
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -443,6 +471,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (13, "m013_note_days", M013_NOTE_DAYS),
     (14, "m014_history_ids_once", M014_HISTORY_IDS_ONCE),
     (15, "m015_touched", M015_TOUCHED),
+    (16, "m016_node_changes", M016_NODE_CHANGES),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {
