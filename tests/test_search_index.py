@@ -7,6 +7,11 @@ from pathlib import Path
 import pytest
 import sqlean
 
+from server.runtime import open_runtime
+from server.search.service import search
+from server.services.context import context
+from server.services.remember import remember
+from server.settings import Settings
 from server.store import forget_sql, migrations, search_sql, sync_sql
 from server.store.database import connect_sync
 from vault_sync.model import Chunk, FileState, ParsedNote
@@ -111,3 +116,29 @@ async def test_a_note_written_for_a_node_made_in_the_graph_alone_gets_its_whole_
         hits = await rt.store.read(search_sql.note_hits, '"juniper"', 5, search_sql.NodeFilter())
     assert [tuple(r) for r in rows] == [(name,)]
     assert [n for n, _ in hits] == [node_id]
+
+
+async def test_a_notes_tags_are_kept_and_found(vault: Path, db_path: Path) -> None:
+    """Review 21a: frontmatter `tags:` were parsed and kept nowhere: a note tagged `q3-goals` was not found by
+    it, `engrama_context` showed no tags, and tags an assistant remembered into the note vanished likewise."""
+    (vault / "Projects").mkdir()
+    heron = vault / "Projects/Heron.md"
+    heron.write_text("---\ntype: Project\ntags: [birdwatching, q3-goals]\n---\nA field guide app.\n", "utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+
+        async def found(query: str) -> list[str]:
+            return [hit.name for hit in (await search(rt, query)).results]
+
+        assert await found("q3-goals") == ["Heron"] and await found("birdwatching") == ["Heron"]
+        assert (await context(rt, "Heron")).node.properties["tags"] == ["birdwatching", "q3-goals"]
+        await remember(rt, "Project", "Heron", properties={"tags": ["birdwatching", "q3-goals", "mobile"]})
+        assert await found("mobile") == ["Heron"]
+        assert (await context(rt, "Heron")).node.properties["tags"] == ["birdwatching", "q3-goals", "mobile"]
+        text = heron.read_text("utf-8")
+        assert "mobile" in text  # written into the note by remember
+        front, body = text.split("\n---\n", 1)
+        kept = [line for line in front.splitlines() if line.startswith(("---", "type:", "engrama_id:"))]
+        heron.write_text("\n".join(kept) + "\n---\n" + body, "utf-8")  # the person takes the tags out
+        await rt.require_sync().sync_path("Projects/Heron.md")
+        assert await found("mobile") == [] and "tags" not in (await context(rt, "Heron")).node.properties

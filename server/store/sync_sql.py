@@ -375,7 +375,11 @@ def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool
     search_sql.index_note_docs(
         conn,
         [
-            (u.node_id, u.note.name, passages_sql.note_text((c.heading, c.text, c.repeats) for c in u.chunks))
+            (
+                u.node_id,
+                indexed_name(u.note),
+                passages_sql.note_text((c.heading, c.text, c.repeats) for c in u.chunks),
+            )
             for u in updates
             if u.node_id in changed
         ],
@@ -389,14 +393,18 @@ def replace_text(conn: Any, node_id: str, chunks: Sequence[Chunk]) -> bool:
     and file state stay as last read, until it can be read again. So search finds what the note says, never
     what it said (review 21a: a word removed while the YAML was broken still found the note). True when its
     indexed words changed."""
-    row = conn.execute("select name from nodes where id = ? and status != 'stub'", (node_id,)).fetchone()
+    row = conn.execute(
+        "select n.name, d.name as indexed from nodes n left join note_docs d on d.node_id = n.id "
+        "where n.id = ? and n.status != 'stub'",
+        (node_id,),
+    ).fetchone()
     if row is None:
         return False
     if not replace_chunks(conn, node_id, row["name"], chunks):
         return False
     index_new_chunks(conn)
     body = passages_sql.note_text((c.heading, c.text, c.repeats) for c in chunks)
-    search_sql.index_note_docs(conn, [(node_id, row["name"], body)])
+    search_sql.index_note_docs(conn, [(node_id, row["indexed"] or row["name"], body)])
     return True
 
 
@@ -420,7 +428,7 @@ def _apply_one(
     existing = conn.execute(
         "select status, path, name, label, properties, checksum, valid_to, "
         "coalesce(base_confidence, confidence) as declared, coalesce(began_at, created_at) as began_at, "
-        "(select d.name is not null from note_docs d where d.node_id = nodes.id) as has_row "
+        "(select d.name from note_docs d where d.node_id = nodes.id) as indexed "
         "from nodes where id = ?",
         (node_id,),
     ).fetchone()
@@ -440,7 +448,8 @@ def _apply_one(
         close_outgoing_edges(conn, row["id"], now)
         conn.execute("delete from note_links where source = ?", (row["id"],))
         moved_names |= node_key_set(conn, row["id"])
-    properties = json.dumps(note.properties, ensure_ascii=False, sort_keys=True, default=str)
+    stated_properties = note_properties(note)
+    properties = json.dumps(stated_properties, ensure_ascii=False, sort_keys=True, default=str)
     valid_from, began_at = note_start(note, node_id, existing["began_at"] if existing else None, now)
     # A known node's passages first: whether they changed is part of whether the note says something new (a
     # note still owing its id line is recorded under a placeholder checksum, which hides its edits).
@@ -499,7 +508,7 @@ def _apply_one(
     )
     if existing is not None and existing["status"] != "stub" and existing["properties"] != properties:
         history_sql.record_changes(
-            conn, node_id, json.loads(existing["properties"] or "{}"), note.properties, now
+            conn, node_id, json.loads(existing["properties"] or "{}"), stated_properties, now
         )
     if existing is not None and existing["path"] and existing["path"] != note.path:  # the note moved
         rows = conn.execute(
@@ -520,10 +529,22 @@ def _apply_one(
         passages_changed = replace_chunks(conn, node_id, note.name, chunks)
     # A node without a whole-note row gets one, also when its note states no passage: one a tool made in the
     # graph alone (a second client's queued write) is found by its name once its note arrives.
-    if passages_changed or existing is None or not existing["has_row"] or existing["name"] != note.name:
+    if passages_changed or existing is None or existing["indexed"] != indexed_name(note):
         changed.add(node_id)
     record_file_state(conn, replace(state, path=note.path, node_id=node_id))
     return existing is None or existing["status"] == "stub"
+
+
+def note_properties(note: ParsedNote) -> dict[str, Any]:
+    """The properties the graph keeps for a note: its frontmatter's, with its tags (`tags:`, without `#`) as
+    the note states them (review 21a: they were parsed and kept nowhere)."""
+    return {**note.properties, "tags": list(note.tags)} if note.tags else dict(note.properties)
+
+
+def indexed_name(note: ParsedNote) -> str:
+    """What the note's whole-note row holds in its name column: its name, and its tags (a note tagged
+    `q3-goals` is found by those words, as strongly as by its name: the person's own topic for it)."""
+    return " ".join((note.name, *note.tags))
 
 
 def note_status(note: ParsedNote) -> str:
