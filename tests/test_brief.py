@@ -435,3 +435,35 @@ async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
         note.write_text(note.read_text(encoding="utf-8") + "\nA new thought.\n", encoding="utf-8")
         await resync(rt, "Projects/Harbor Analytics.md")
         assert "- edited: [[Harbor Analytics]]" in (await render_brief(rt, client="cli")).markdown
+
+
+async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_path: Path) -> None:
+    """Migration 17 has every note read again so that its tags are kept: the same bytes, so neither the brief
+    nor a note's history may take that read for an edit of the person's."""
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    harbor = vault / "Projects/Harbor Analytics.md"
+    harbor.write_text(
+        harbor.read_text(encoding="utf-8").replace("---\n", "---\ntags: [ingest, q3-goals]\n", 1), "utf-8"
+    )
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        await record_brief(rt, await render_brief(rt, client="cli"))
+    conn, _ = connect_sync(db_path)  # as the version before migration 17 left it: no tags kept
+    conn.execute("update nodes set properties = json_remove(properties, '$.tags')")
+    conn.execute("drop table insight_sections")
+    conn.execute("delete from schema_migrations where number = 17")
+    assert apply_migrations(conn) == 1
+    conn.close()
+    async with open_runtime(settings) as rt:
+        report = await rt.require_sync().sync_vault()
+        assert report.updated >= 1 and not report.errors
+        text = (await render_brief(rt, client="cli")).markdown
+        assert "Nothing changed in the vault since the previous brief." in text, text
+        [node] = await rt.store.find_nodes("Harbor Analytics")
+        assert node.properties["tags"] == ["ingest", "q3-goals"]
+        history = await rt.store.read(
+            lambda c: c.execute("select count(*) from property_history where key = 'tags'").fetchone()[0]
+        )
+        assert history == 0

@@ -285,7 +285,8 @@ def _make_m007_copy(vault: Path, fresh: Path, old: Path) -> None:
 
 async def _answers(vault: Path, db: Path, queries: list[str]) -> list[Any]:
     found: list[Any] = []
-    async with open_runtime(_settings(vault, db)) as rt:
+    async with open_runtime(_settings(vault, db), take_lease=True) as rt:
+        await rt.require_sync().sync_vault()  # the catch-up a server runs at start (nothing, when in step)
         for query in queries:
             match = " OR ".join(f'"{w}"' for w in query.split())
             found.append(await rt.store.read(search_sql.passage_hits, match, 40, NodeFilter()))

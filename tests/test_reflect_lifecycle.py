@@ -397,3 +397,26 @@ async def test_reflect_does_not_feed_on_the_links_of_its_own_write_back(vault, d
         )
     assert again.created == 0 and links == 0
     assert "Memoization]]" in (vault / "Projects" / "Alpha.md").read_text(encoding="utf-8")  # written, though
+
+
+async def test_an_approval_written_into_notes_survives_a_rebuild_without_its_own_note(vault, db_path) -> None:
+    """Review 21b: the person deleted an approved insight's own note, keeping the sections written into the
+    notes of its entities; after a rebuild, reflect proposed it again as pending."""
+    two_projects_on_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insights = {i.title.split()[-1]: i for i in (await reflect(rt)).insights}
+        await decide_insight(rt, insights["SQLite"].id, "approve")
+        written = (await write_insight_to_vault(rt, insights["SQLite"].id)).written
+    assert written
+    (vault / "Insights" / "Shared technology - 2 entities build on SQLite.md").unlink()
+    for side in db_path.parent.glob(db_path.name + "*"):
+        side.unlink()
+    async with synced(vault, db_path) as rt:
+        await reflect(rt)
+        assert await status_of(rt, insights["SQLite"].id) == "approved"
+        assert all(s.id != insights["SQLite"].id for s in await surface_insights(rt))
+        row = await rt.store.read(insights_sql.get_insight, insights["SQLite"].id)
+        assert sorted(row.written_paths) == sorted(written)
+    assert not (
+        vault / "Insights" / "Shared technology - 2 entities build on SQLite.md"
+    ).exists()  # not again

@@ -74,6 +74,11 @@ def outside_sections(text: str) -> str:
     return "".join(kept)
 
 
+def keys_in(text: str) -> list[str]:
+    """The keys of the insight sections in a note's decoded text, in order, each once."""
+    return list(dict.fromkeys(m.group(1) for m in _START_TEXT.finditer(text)))
+
+
 def section_keys(data: bytes) -> list[str]:
     """The keys of the insight sections in a note, in order."""
     return [m.group(1).decode("ascii") for m in _START_LINE.finditer(data)]

@@ -63,6 +63,9 @@ class ParsedNote:
     # for (creation or modification time; set by the reader, which has the file's stat, None otherwise).
     began: str | None = None  # ISO date or UTC date-time
     file_began: str | None = None  # UTC date-time
+    # The keys of the insight sections engrama wrote into the note (an approved insight it carries): the
+    # approval stays in the vault with them, even when the person deleted the insight's own note.
+    insight_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from vault_sync.began import frontmatter_began
 from vault_sync.frontmatter import decode_note, load_yaml, locate_frontmatter
-from vault_sync.insight_section import outside_sections
+from vault_sync.insight_section import keys_in, outside_sections
 from vault_sync.model import WIKILINK_REL, Link, ParsedNote
 from vault_sync.names import canonical, fold
 from vault_sync.wikilinks import extract_wikilinks, relation_targets
@@ -66,6 +66,7 @@ def parse_note(
         name=name,
         aliases=tuple(_strings(meta.get("aliases", meta.get("alias")))),
         tags=tuple(_tags(meta.get("tags", meta.get("tag")))),
+        insight_keys=tuple(keys_in(body)) if "<!-- engrama:insight " in body else (),
         properties=properties,
         links=tuple(links),
         body=body,

@@ -242,7 +242,29 @@ def save_proposals(
     for p in proposals:
         old = existing.get(p.key)
         entities = json.dumps(list(p.entities))
-        if old is None:
+        if old is None and (carried := _carried(conn, p.key)):
+            # Approved and written into these notes, its own note deleted by the person (the graph rebuilt since):
+            # the sections are its record in the vault; approved, and not recorded again (review 21b).
+            conn.execute(
+                f"insert into insights ({_INSIGHT_COLUMNS}, recorded_at) "
+                "values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    p.key,
+                    p.id,
+                    p.pattern,
+                    p.title,
+                    p.body,
+                    p.confidence,
+                    entities,
+                    APPROVED,
+                    now,
+                    now,
+                    now,
+                    json.dumps(carried),
+                    now,
+                ),
+            )
+        elif old is None:
             conn.execute(
                 f"insert into insights ({_INSIGHT_COLUMNS}) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, null, '[]')",
                 (p.key, p.id, p.pattern, p.title, p.body, p.confidence, entities, PENDING, now, now),
@@ -270,6 +292,18 @@ def save_proposals(
         tuple(k for k in kept if k not in fallen),
         len(stale) + len(fallen),
     )
+
+
+def _carried(conn: Any, key: str) -> list[str]:
+    """The paths of the notes that carry the insight section of `key`, sorted."""
+    return [
+        r[0]
+        for r in conn.execute(
+            "select n.path from insight_sections s join nodes n on n.id = s.node_id "
+            "where s.key = ? and n.path is not null and n.status != 'stub' order by n.path",
+            (key,),
+        )
+    ]
 
 
 def decide(conn: Any, insight_id: str, status: str, now: str) -> bool:

@@ -454,6 +454,21 @@ M016_NODE_CHANGES = """
             (select max(c.seq) from node_changes c join nodes n on n.id = c.node_id
              where n.updated_at < brief_marks.briefed_at), 0);
 """
+# What this version keeps of a note that older ones did not, each note read once more to take it (its bytes
+# unchanged, so nothing is news: `sync_sql._apply_one`): its tags (review 21a: parsed and kept nowhere) and the
+# insight sections it carries (review 21b: an approved insight written into notes stays approved through them,
+# also after the person deleted the insight's own note; a rebuild proposed it as pending again). A recorded
+# checksum and size no file can have make the next pass read every note (a note still owed its id line is read
+# anyway).
+M017_NOTE_EXTRAS = """
+        create table insight_sections (
+            key text not null,
+            node_id text not null references nodes(id) on delete cascade,
+            primary key (key, node_id)
+        ) without rowid;
+        create index insight_sections_node on insight_sections(node_id);
+        update files set checksum = 'read-again-m017', size = -1 where checksum != 'owed-id';
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -472,6 +487,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (14, "m014_history_ids_once", M014_HISTORY_IDS_ONCE),
     (15, "m015_touched", M015_TOUCHED),
     (16, "m016_node_changes", M016_NODE_CHANGES),
+    (17, "m017_note_extras", M017_NOTE_EXTRAS),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {

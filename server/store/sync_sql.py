@@ -478,6 +478,20 @@ def _apply_one(
     if given_id:
         brief_sql.note_checksum_changed(conn, node_id, state.checksum)
         same = True
+    # The same bytes read again by a version that keeps more of them (migration 17 has every note read again so
+    # that its tags are kept): what the graph learns is no edit of the person's, so nothing is stamped, counted
+    # as a change or kept as history.
+    reread = (
+        not same
+        and not passages_changed
+        and existing is not None
+        and existing["checksum"] == state.checksum
+        and all(existing[k] == v for k, v in stated.items() if k != "properties")
+        and _without_tags(existing["properties"]) == _without_tags(properties)
+    )
+    if reread:
+        conn.execute("update nodes set properties = ? where id = ?", (properties, node_id))
+        same = True
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited
     # (updated_at feeds the brief and recency) nor undo its confidence decay.
@@ -506,7 +520,12 @@ def _apply_one(
             same,
         ),
     )
-    if existing is not None and existing["status"] != "stub" and existing["properties"] != properties:
+    if (
+        not reread
+        and existing is not None
+        and existing["status"] != "stub"
+        and existing["properties"] != properties
+    ):
         history_sql.record_changes(
             conn, node_id, json.loads(existing["properties"] or "{}"), stated_properties, now
         )
@@ -524,6 +543,12 @@ def _apply_one(
         moved_names |= old_keys | new_keys
     replace_keys(conn, node_id, keys)
     absorb_stubs(conn, node_id, keys)
+    if note.insight_keys or existing is not None:  # the insight sections it carries now
+        conn.execute("delete from insight_sections where node_id = ?", (node_id,))
+        conn.executemany(
+            "insert or ignore into insight_sections (key, node_id) values (?, ?)",
+            [(key, node_id) for key in note.insight_keys],
+        )
     replace_note_edges(conn, node_id, note.links, now)
     if existing is None:
         passages_changed = replace_chunks(conn, node_id, note.name, chunks)
@@ -539,6 +564,12 @@ def note_properties(note: ParsedNote) -> dict[str, Any]:
     """The properties the graph keeps for a note: its frontmatter's, with its tags (`tags:`, without `#`) as
     the note states them (review 21a: they were parsed and kept nowhere)."""
     return {**note.properties, "tags": list(note.tags)} if note.tags else dict(note.properties)
+
+
+def _without_tags(properties: str | None) -> dict[str, Any]:
+    stated = json.loads(properties or "{}")
+    stated.pop("tags", None)
+    return stated
 
 
 def indexed_name(note: ParsedNote) -> str:
