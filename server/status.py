@@ -13,6 +13,7 @@ from server.embeddings.worker import current_search_status
 from server.live import SHARED_KEY, shared_facts
 from server.runtime import Runtime
 from server.store import outbox_sql
+from server.store.database import DatabaseError, DatabaseTrouble
 from server.store.outbox_sql import OutboxSummary
 from vault_sync.attention import ATTENTION_KEY, Attention
 from vault_sync.lease import VaultLease
@@ -28,7 +29,7 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
         "node_count": node_count,
         "db_path": str(rt.store.path),
     }
-    if (trouble := store_trouble(rt)) is not None:  # its writes fail: the graph falls behind the notes
+    if (trouble := await probe_trouble(rt)) is not None:  # its writes fail: the graph falls behind the notes
         backend.update(ok=False, problem=trouble)
     status: dict[str, Any] = {
         "version": __version__,
@@ -74,10 +75,30 @@ def store_trouble(rt: Runtime) -> str | None:
     return rt.store.trouble(caught_up=caught_up)
 
 
-def trouble_hint(rt: Runtime) -> str | None:
+async def probe_trouble(rt: Runtime) -> str | None:
+    """`store_trouble`, for a process that does not hold the vault asked once it has seen no failure of its own:
+    it writes nothing else, and the holder's facts, which would say so, cannot be written to a full database
+    either (review 21e: a follower said all was well while the holder could take in nothing). One small write
+    (the shared facts' row, unchanged) tells."""
+    if rt.state.get("lease") != "follower" or (trouble := store_trouble(rt)) is not None:
+        return store_trouble(rt)
+    try:
+        await rt.store.write(_touch_shared_facts)
+    except DatabaseTrouble:
+        pass  # recorded by the store: said below
+    except DatabaseError:
+        return trouble  # locked past the busy timeout: says nothing of the disk
+    return store_trouble(rt)
+
+
+def _touch_shared_facts(conn: Any) -> None:
+    conn.execute("update meta set value = value where key = ?", (SHARED_KEY,))
+
+
+async def trouble_hint(rt: Runtime) -> str | None:
     """What a search must say while the database refuses writes (its disk is full, ...): the notes changed since
     are not in the graph, so its results may miss them or show them as they were."""
-    trouble = store_trouble(rt)
+    trouble = await probe_trouble(rt)
     if trouble is None:
         return None
     return (

@@ -21,6 +21,7 @@ from server.services.forget import forget
 from server.services.remember import remember
 from server.settings import Settings
 from server.status import first_catch_up
+from server.store import brief_sql
 from server.store.database import connect_sync
 from server.store.migrations import apply_migrations
 
@@ -450,11 +451,24 @@ async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_
     async with open_runtime(settings) as rt:
         await rt.require_sync().sync_vault()
         await record_brief(rt, await render_brief(rt, client="cli"))
-    conn, _ = connect_sync(db_path)  # as the version before migration 17 left it: no tags kept
+        # Edited just before the next brief (inside its margin: covered by its record of versions, review 21e).
+        harbor.write_text(harbor.read_text(encoding="utf-8") + "\nA last thought.\n", encoding="utf-8")
+        await resync(rt, "Projects/Harbor Analytics.md")
+        assert "- edited: [[Harbor Analytics]]" in (await render_brief(rt, client="cli")).markdown
+        await record_brief(rt, await render_brief(rt, client="cli"))
+    conn, _ = connect_sync(db_path)  # as the version before migration 16 left it: no tags kept, no numbers
     conn.execute("update nodes set properties = json_remove(properties, '$.tags')")
+    fingerprint = brief_sql._FINGERPRINT  # what that version's brief recorded of the versions it covered
+    conn.execute(
+        f"update brief_seen set fingerprint = (select {fingerprint} from nodes n where n.id = brief_seen.node_id)"
+    )
     conn.execute("drop table insight_sections")
-    conn.execute("delete from schema_migrations where number = 17")
-    assert apply_migrations(conn) == 1
+    for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
+        conn.execute(f"drop trigger {trigger}")
+    conn.execute("drop table node_changes")
+    conn.execute("alter table brief_marks drop column change_seq")
+    conn.execute("delete from schema_migrations where number in (16, 17)")
+    assert apply_migrations(conn) == 2
     conn.close()
     async with open_runtime(settings) as rt:
         report = await rt.require_sync().sync_vault()

@@ -154,3 +154,35 @@ async def test_a_server_whose_database_disk_fills_says_so_and_takes_every_note_i
     log = (tmp_path / "stderr.log").read_text(encoding="utf-8")
     assert "Traceback" not in log, log
     only_id_lines_added(written)
+
+
+async def test_a_failure_long_past_is_no_longer_said_though_nothing_was_written_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 21e: a process that writes nothing (an idle follower) said the disk was full for good after space
+    was freed; and a tool's refusal claimed a change was kept, where a second client's queued write was all."""
+    from server.store import database
+    from server.tools.common import tool_errors
+
+    db = await Database.open(tmp_path / "g.db")
+    try:
+        pages = await db.run(lambda c: c.execute("pragma page_count").fetchone()[0])
+        await db.run(lambda c: c.execute(f"pragma max_page_count = {pages}"))
+
+        def fill(conn: object) -> None:
+            conn.execute("create table filler as select zeroblob(100000) as x")  # type: ignore[attr-defined]
+
+        with pytest.raises(DatabaseTrouble) as refused:
+            await db.transaction(fill)
+        with (
+            pytest.raises(Exception, match="anything else was not saved: call the tool again") as said,
+            tool_errors(),
+        ):
+            raise refused.value
+        assert "stays in the vault; the graph" not in str(said.value)
+        monkeypatch.setattr(database, "TROUBLE_SHOWN", 0.2)
+        assert db.trouble() is not None
+        time.sleep(0.3)
+        assert db.trouble() is None  # nothing written since, and nothing failed for that long
+    finally:
+        await db.close()

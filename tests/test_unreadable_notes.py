@@ -93,3 +93,45 @@ async def test_a_note_grown_past_the_size_limit_is_no_longer_found_by_what_it_sa
 
 async def _has(rt: Runtime, query: str, path: str) -> bool:
     return path in await found(rt, query)
+
+
+async def test_a_note_put_back_as_it_was_after_being_unreadable_is_found_again(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 21e: a note saved once with a byte that is not UTF-8 and then undone to its exact bytes stayed out
+    of search for good: its file state still named the bytes it was put back to, so they were "the same"."""
+    note = vault / "Heron.md"
+    note.write_text("A zebrafinch sings here.\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        await settled(live, rt, lambda: _has(rt, "zebrafinch", "Heron.md"))
+        original = note.read_bytes()  # with its id line
+        note.write_bytes(original + b"caf\xe9\n")
+
+        async def unreadable() -> bool:
+            return "Heron.md" in await not_synced(rt)
+
+        await settled(live, rt, unreadable)
+        assert await found(rt, "zebrafinch") == []
+        note.write_bytes(original)
+
+        async def back() -> bool:
+            return not await not_synced(rt) and await _has(rt, "zebrafinch", "Heron.md")
+
+        await settled(live, rt, back)
+        assert (await rt.require_sync().sync_vault()).errors == []
+        assert await found(rt, "zebrafinch") == ["Heron.md"]
+
+
+def test_the_list_of_notes_not_synced_counts_only_those_still_broken() -> None:
+    """Review 21e: 25 notes broken one by one, 24 then fixed: one was listed with `not_synced_total: 6`, the
+    fixed ones beyond the 20 shown never taken off the count."""
+    from vault_sync.attention import Attention
+
+    record = Attention()
+    for i in range(25):
+        record = record.with_outcomes([(f"N{i:02d}.md", "invalid YAML")])
+    status = record.as_status()
+    assert len(status["not_synced"]) == 20 and status["not_synced_total"] == 25
+    for i in range(24):
+        record = record.with_outcomes([(f"N{i:02d}.md", None)])
+    assert record.as_status() == {"not_synced": [{"path": "N24.md", "why": "invalid YAML"}]}

@@ -18,6 +18,7 @@ from vault_sync.report import WAITING_FOR_HOLDER, ConflictCopy, SyncReport
 
 ATTENTION_KEY = "sync_attention"
 MAX_LISTED = 20  # entries per list kept and shown: status is read in every conversation, keep it short
+MAX_KEPT = 1_000  # notes that cannot be synced kept (MAX_LISTED shown), so each can be taken off when fixed
 
 
 class MetaPort(Protocol):
@@ -36,8 +37,8 @@ class Attention:
     not_downloaded_count: int = 0
     # Notes the sync could not read as notes, with why (broken frontmatter, too large, not UTF-8): the graph
     # holds what they said when last read, and search only the text they hold now (review 21a).
+    # All of them (up to MAX_KEPT), so that one fixed is taken off whether or not it was shown (review 21e).
     unsynced: tuple[tuple[str, str], ...] = ()
-    unsynced_count: int = 0
 
     @classmethod
     def from_json(cls, text: str | None) -> Attention:
@@ -54,7 +55,6 @@ class Attention:
             not_downloaded=tuple(raw.get("not_downloaded", ())),
             not_downloaded_count=int(raw.get("not_downloaded_count", 0)),
             unsynced=tuple((str(u[0]), str(u[1])) for u in raw.get("unsynced", ())),
-            unsynced_count=int(raw.get("unsynced_count", 0)),
         )
 
     def to_json(self) -> str:
@@ -66,7 +66,6 @@ class Attention:
             "not_downloaded": list(self.not_downloaded),
             "not_downloaded_count": self.not_downloaded_count,
             "unsynced": [list(u) for u in self.unsynced],
-            "unsynced_count": self.unsynced_count,
         }
         return json.dumps(data, sort_keys=True)
 
@@ -82,11 +81,6 @@ class Attention:
         failed = {e.path: e.error for e in report.errors if e.error != WAITING_FOR_HOLDER}
         kept = {path: why for path, why in self.unsynced if not _under(folder, path)}
         unsynced = sorted({**kept, **failed}.items())
-        counted = (
-            len(unsynced)
-            if folder == ""
-            else max(len(unsynced), self.unsynced_count - len(self.unsynced) + len(unsynced))
-        )
         return Attention(
             archive_held_back=held_back,
             archive_hint=hint,
@@ -94,24 +88,19 @@ class Attention:
             conflict_count=len(copies) if folder == "" else max(len(copies), self.conflict_count),
             not_downloaded=tuple(placeholders[:MAX_LISTED]),
             not_downloaded_count=len(placeholders),
-            unsynced=tuple(unsynced[:MAX_LISTED]),
-            unsynced_count=counted,
+            unsynced=tuple(unsynced[:MAX_KEPT]),
         )
 
     def with_outcomes(self, outcomes: Iterable[tuple[str, str | None]]) -> Attention:
         """This record after notes were reconciled one by one (the watcher's changes): (path, why it could not
         be read as a note, or None when it was)."""
         listed = dict(self.unsynced)
-        count = self.unsynced_count
         for path, why in outcomes:
             if why is not None and why != WAITING_FOR_HOLDER:
-                count += path not in listed
                 listed[path] = why
-            elif path in listed:
-                count -= 1
-                del listed[path]
-        unsynced = sorted(listed.items())
-        return replace(self, unsynced=tuple(unsynced[:MAX_LISTED]), unsynced_count=max(count, len(unsynced)))
+            else:
+                listed.pop(path, None)
+        return replace(self, unsynced=tuple(sorted(listed.items())[:MAX_KEPT]))
 
     def with_conflict_copy(self, copy: ConflictCopy, present: bool) -> Attention:
         """This record with one conflict copy added (it appeared) or dropped (it was merged or deleted)."""
@@ -139,9 +128,9 @@ class Attention:
             status["not_downloaded"] = self.not_downloaded_count
             status["not_downloaded_examples"] = list(self.not_downloaded[:3])
         if self.unsynced:
-            status["not_synced"] = [{"path": path, "why": why} for path, why in self.unsynced]
-            if self.unsynced_count > len(self.unsynced):
-                status["not_synced_total"] = self.unsynced_count
+            status["not_synced"] = [{"path": path, "why": why} for path, why in self.unsynced[:MAX_LISTED]]
+            if len(self.unsynced) > MAX_LISTED:
+                status["not_synced_total"] = len(self.unsynced)
         return status
 
 

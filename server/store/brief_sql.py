@@ -83,11 +83,13 @@ _FROM = "nodes n left join files f on f.path = n.path"
 _FINGERPRINT = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '')"
 
 
-def note_checksum_changed(conn: Any, node_id: str, checksum: str) -> None:
-    """Record a note's new checksum where nothing it says changed (the id line it was owed was written): the
-    versions of it a brief covered are covered still, so it is no news a second time."""
+def quietly(conn: Any, node_id: str, column: str, value: Any) -> None:
+    """Set one column of a node where nothing the person wrote changed (`checksum`: the id line a note was owed
+    was written; `properties`: the same bytes read again by a version that keeps more of them): no stamp, no
+    change number, and the versions of it a brief covered stay covered, so it is no news a second time."""
+    assert column in ("checksum", "properties")
     (before,) = conn.execute(f"select {_FINGERPRINT} from nodes n where n.id = ?", (node_id,)).fetchone()
-    conn.execute("update nodes set checksum = ? where id = ?", (checksum, node_id))
+    conn.execute(f"update nodes set {column} = ? where id = ?", (value, node_id))
     conn.execute(
         f"update brief_seen set fingerprint = (select {_FINGERPRINT} from nodes n where n.id = ?) "
         "where node_id = ? and fingerprint = ?",

@@ -351,12 +351,15 @@ class Database:
 
     def trouble(self, *, caught_up: bool = False) -> str | None:
         """Why writes fail (the disk holding the file is full, ...) and what to do; None when they do not. Kept
-        until a write succeeds and TROUBLE_SHOWN seconds have passed since the last one failed (on a full disk a
-        small write may still fit between two that do not), or, once a write succeeded, until the caller says
-        that nothing waits to be written (`caught_up`: the live sync has taken in every change)."""
+        for TROUBLE_SHOWN seconds after the last failure (on a full disk a small write may still fit between two
+        that do not), or, once a write succeeded, until the caller says that nothing waits to be written
+        (`caught_up`: the live sync has taken in every change)."""
         if self._trouble is None:
             return None
-        if self._trouble_ended and (caught_up or time.monotonic() - self._trouble_at >= TROUBLE_SHOWN):
+        # A process that writes nothing meanwhile (an idle follower) must not report it for good: a failure that
+        # old says nothing of now (the live sync tries at least once a minute, and says so again if it fails).
+        stale = time.monotonic() - self._trouble_at >= TROUBLE_SHOWN
+        if stale or (self._trouble_ended and caught_up):
             self._trouble = None
         return self._trouble
 

@@ -387,6 +387,10 @@ def apply_notes(conn: Any, updates: Sequence[NoteUpdate], now: str) -> list[bool
     return created
 
 
+# The recorded checksum of a note whose passages `replace_text` set: no file has it, so its next read applies.
+TEXT_ONLY = "text-only"
+
+
 def replace_text(conn: Any, node_id: str, chunks: Sequence[Chunk]) -> bool:
     """What a known note's text says now, when it cannot be read as a note (its frontmatter broken, or it
     cannot be read at all: no `chunks`): its passages and whole-note row only; its properties, names, links
@@ -405,6 +409,9 @@ def replace_text(conn: Any, node_id: str, chunks: Sequence[Chunk]) -> bool:
     index_new_chunks(conn)
     body = passages_sql.note_text((c.heading, c.text, c.repeats) for c in chunks)
     search_sql.index_note_docs(conn, [(node_id, row["indexed"] or row["name"], body)])
+    # Its file state no longer says what the index holds: whatever the file holds next (its old bytes put back
+    # too: review 21e) is read and applied again.
+    conn.execute("update files set checksum = ?, size = -1 where node_id = ?", (TEXT_ONLY, node_id))
     return True
 
 
@@ -476,7 +483,7 @@ def _apply_one(
         and all(existing[k] == v for k, v in stated.items() if k != "checksum")
     )
     if given_id:
-        brief_sql.note_checksum_changed(conn, node_id, state.checksum)
+        brief_sql.quietly(conn, node_id, "checksum", state.checksum)
         same = True
     # The same bytes read again by a version that keeps more of them (migration 17 has every note read again so
     # that its tags are kept): what the graph learns is no edit of the person's, so nothing is stamped, counted
@@ -490,7 +497,7 @@ def _apply_one(
         and _without_tags(existing["properties"]) == _without_tags(properties)
     )
     if reread:
-        conn.execute("update nodes set properties = ? where id = ?", (properties, node_id))
+        brief_sql.quietly(conn, node_id, "properties", properties)
         same = True
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited

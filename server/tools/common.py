@@ -41,6 +41,12 @@ _STAYS = (
     "A change the tool already made to a note stays in the vault; the graph takes it up once the database works "
     "again"
 )
+# A write the database refused may have been all the tool did (a second client only queues its writes in the
+# database): it cannot be said that something was kept (review 21e: a follower's remember was lost so).
+_MAYBE_SAVED = (
+    "What the tool had already written into a note stays there, and the graph takes it up once the database "
+    "works again; anything else was not saved: call the tool again then"
+)
 
 
 @contextmanager
@@ -53,7 +59,7 @@ def tool_errors() -> Iterator[None]:
     except ToolError:
         raise
     except DatabaseTrouble as exc:  # its disk is full, ...: explained already
-        raise ToolError(f"{exc}. {_STAYS}") from exc
+        raise ToolError(f"{exc}. {_MAYBE_SAVED}") from exc
     # ValueError: ServiceError, ProfileError...; DatabaseProblem: the database file was deleted or replaced.
     except (ValueError, VaultError, NoVaultConfigured, DatabaseProblem) as exc:
         raise ToolError(str(exc)) from exc
