@@ -23,20 +23,23 @@ async def build_status(rt: Runtime) -> dict[str, Any]:
     counts = await rt.store.counts()
     role = rt.state.get("lease")  # read once: a follower may take the lease over meanwhile
     node_count = sum(v for k, v in counts.items() if k.startswith("nodes_") and k != "nodes_archived")
+    vault = _vault_status(
+        rt, counts, await rt.store.read(outbox_sql.summary), role, await _holders_facts(rt, role)
+    )
     backend: dict[str, Any] = {
         "name": "sqlite",
         "ok": True,
         "node_count": node_count,
         "db_path": str(rt.store.path),
     }
-    if (trouble := await probe_trouble(rt)) is not None:  # its writes fail: the graph falls behind the notes
+    # Judged on the same facts as `vault` says (the live sync may catch up between two awaits of this call).
+    caught_up = role == "holder" and vault.get("pending") == 0
+    if (trouble := await probe_trouble(rt, caught_up)) is not None:  # writes fail: the graph falls behind
         backend.update(ok=False, problem=trouble)
     status: dict[str, Any] = {
         "version": __version__,
         "backend": backend,
-        "vault": _vault_status(
-            rt, counts, await rt.store.read(outbox_sql.summary), role, await _holders_facts(rt, role)
-        ),
+        "vault": vault,
         "search": current_search_status(rt),
         "profile": {"name": rt.profile.name, "modules": list(rt.profile.modules)},
     }
@@ -67,28 +70,29 @@ async def first_catch_up(rt: Runtime) -> int | None:
     return left if isinstance(left, int) and left >= -1 else -1
 
 
-def store_trouble(rt: Runtime) -> str | None:
+def store_trouble(rt: Runtime, caught_up: bool | None = None) -> str | None:
     """Why the database refuses writes (its disk is full, ...) and what to do, while that holds the graph back:
     this process's last writes failed and its live sync (when it holds the vault) has not taken in every change
-    since."""
-    caught_up = rt.state.get("lease") == "holder" and not rt.state.get("pending")
+    since (`caught_up`: said by the caller, else read now)."""
+    if caught_up is None:
+        caught_up = rt.state.get("lease") == "holder" and not rt.state.get("pending")
     return rt.store.trouble(caught_up=caught_up)
 
 
-async def probe_trouble(rt: Runtime) -> str | None:
+async def probe_trouble(rt: Runtime, caught_up: bool | None = None) -> str | None:
     """`store_trouble`, for a process that does not hold the vault asked once it has seen no failure of its own:
     it writes nothing else, and the holder's facts, which would say so, cannot be written to a full database
     either (review 21e: a follower said all was well while the holder could take in nothing). One small write
     (the shared facts' row, unchanged) tells."""
-    if rt.state.get("lease") != "follower" or (trouble := store_trouble(rt)) is not None:
-        return store_trouble(rt)
+    if rt.state.get("lease") != "follower" or (trouble := store_trouble(rt, caught_up)) is not None:
+        return store_trouble(rt, caught_up)
     try:
         await rt.store.write(_touch_shared_facts)
     except DatabaseTrouble:
         pass  # recorded by the store: said below
     except DatabaseError:
         return trouble  # locked past the busy timeout: says nothing of the disk
-    return store_trouble(rt)
+    return store_trouble(rt, caught_up)
 
 
 def _touch_shared_facts(conn: Any) -> None:
