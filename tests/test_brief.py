@@ -8,6 +8,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -420,10 +421,7 @@ async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
         await rt.require_sync().sync_vault()
         await record_brief(rt, await render_brief(rt, client="cli"))
     conn, _ = connect_sync(db_path)  # the database as the version before migration 16 left it
-    for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
-        conn.execute(f"drop trigger {trigger}")
-    conn.execute("drop table node_changes")
-    conn.execute("alter table brief_marks drop column change_seq")
+    _before_migration_16(conn)
     conn.execute("delete from schema_migrations where number = 16")
     assert apply_migrations(conn) == 1
     conn.close()
@@ -463,10 +461,7 @@ async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_
         f"update brief_seen set fingerprint = (select {fingerprint} from nodes n where n.id = brief_seen.node_id)"
     )
     conn.execute("drop table insight_sections")
-    for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
-        conn.execute(f"drop trigger {trigger}")
-    conn.execute("drop table node_changes")
-    conn.execute("alter table brief_marks drop column change_seq")
+    _before_migration_16(conn)
     conn.execute("delete from schema_migrations where number in (16, 17)")
     assert apply_migrations(conn) == 2
     conn.close()
@@ -481,3 +476,11 @@ async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_
             lambda c: c.execute("select count(*) from property_history where key = 'tags'").fetchone()[0]
         )
         assert history == 0
+
+
+def _before_migration_16(conn: Any) -> None:
+    """Take out what migration 16 added (the node change numbers and each client's place in them)."""
+    for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
+        conn.execute(f"drop trigger {trigger}")
+    conn.execute("drop table node_changes")
+    conn.execute("alter table brief_marks drop column change_seq")
