@@ -6,6 +6,7 @@ A key is absent, not null, when its subsystem is off.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from server import __version__
@@ -80,29 +81,39 @@ def store_trouble(rt: Runtime, caught_up: bool | None = None) -> str | None:
 
 
 async def probe_trouble(rt: Runtime, caught_up: bool | None = None) -> str | None:
-    """`store_trouble`, for a process that does not hold the vault asked once it has seen no failure of its own:
-    it writes nothing else, and the holder's facts, which would say so, cannot be written to a full database
-    either (review 21e: a follower said all was well while the holder could take in nothing). One small write
-    (the shared facts' row, unchanged) tells."""
-    if rt.state.get("lease") != "follower" or (trouble := store_trouble(rt, caught_up)) is not None:
-        return store_trouble(rt, caught_up)
+    """`store_trouble`, for a process that does not hold the vault, asked for its status once it has seen no
+    failure of its own: it writes nothing else, and the holder's facts, which would say so, cannot be written
+    to a full database either (review 21e: a follower said all was well while the holder could take in
+    nothing). One small write (the shared facts' row, unchanged) tells, at most every PROBE_EVERY seconds; a
+    search never writes for it."""
+    trouble = store_trouble(rt, caught_up)
+    if trouble is not None or rt.state.get("lease") != "follower":
+        return trouble
+    now, probed = time.monotonic(), rt.state.get(_PROBED_AT)
+    if isinstance(probed, float) and now - probed < PROBE_EVERY:
+        return None
+    rt.state[_PROBED_AT] = now
     try:
         await rt.store.write(_touch_shared_facts)
     except DatabaseTrouble:
-        pass  # recorded by the store: said below
+        return store_trouble(rt, caught_up)  # recorded by the store
     except DatabaseError:
-        return trouble  # locked past the busy timeout: says nothing of the disk
-    return store_trouble(rt, caught_up)
+        pass  # locked past the busy timeout: says nothing of the disk
+    return None
+
+
+PROBE_EVERY = 10.0  # seconds between two writes a follower makes to tell whether the database takes writes
+_PROBED_AT = "trouble_probed_at"
 
 
 def _touch_shared_facts(conn: Any) -> None:
     conn.execute("update meta set value = value where key = ?", (SHARED_KEY,))
 
 
-async def trouble_hint(rt: Runtime) -> str | None:
+def trouble_hint(rt: Runtime) -> str | None:
     """What a search must say while the database refuses writes (its disk is full, ...): the notes changed since
     are not in the graph, so its results may miss them or show them as they were."""
-    trouble = await probe_trouble(rt)
+    trouble = store_trouble(rt)
     if trouble is None:
         return None
     return (

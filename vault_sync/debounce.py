@@ -202,9 +202,8 @@ class LiveReconciler:
         # Why the store refused the last reconcile (`StoreTrouble`: its disk is full...), until one succeeds:
         # meanwhile failed changes are tried again however often it takes, never given up.
         self.store_trouble: str | None = None
-        self._trouble_said: str | None = (
-            None  # logged last, and when (a small write may fit between failures)
-        )
+        # The trouble logged last, and when (a small write may fit between two failures: not said again).
+        self._trouble_said: str | None = None
         self._trouble_said_at = 0.0
         self._templates = templates.NONE  # what the settings named when the watcher started (`_on_settings`)
         sync.on_defer = self._come_back  # notes owed their id line are reconciled again once quiet

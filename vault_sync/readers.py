@@ -102,14 +102,13 @@ def text_of(data: bytes) -> tuple[Chunk, ...]:
     """The passages of a note's text when it cannot be read as a note: the body after its frontmatter block,
     whatever that block holds (all of it when the block is not closed); none when it is not UTF-8 text."""
     try:
-        text = decode_note(data)
-    except VaultError:
-        return ()
-    try:
         span = locate_frontmatter(data)
     except VaultError:
         span = None
-    body = data[span.end :].decode("utf-8", errors="replace") if span is not None else text
+    try:
+        body = decode_note(data[span.end :] if span is not None else data)
+    except VaultError:
+        return ()
     return tuple(chunk_body(body))
 
 

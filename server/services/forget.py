@@ -19,7 +19,6 @@ from pathlib import Path
 
 from server.runtime import Runtime
 from server.services.entities import (
-    NotItsNote,
     locate_entity_note,
     reconcile_moved,
     require_note_of,
@@ -143,10 +142,7 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
     def its_note(data: bytes, read: FileState) -> None:
         # Its id line, or none yet and what the graph read there as its note (a note still owed its line, one
         # whose frontmatter cannot take it): review 21c, such notes were refused with advice that never helped.
-        try:
-            require_note_of(data, read, node.id, rel, recorded)
-        except NotItsNote as exc:
-            raise ServiceError(str(exc)) from None
+        require_note_of(data, read, node.id, rel, recorded)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
         edited = update_note(data, properties={"status": ARCHIVED}, observation=None, today=today)
@@ -328,8 +324,5 @@ def _move_note_to_trash(root: Path, node: Node, rel: str, recorded: FileState | 
     """Move the entity's note into `.trash/` after checking the file still is that entity's note: its id line,
     or none and what the graph read there as its note (`entities.require_note_of`)."""
     data, read = read_note(root, rel)
-    try:
-        require_note_of(data, read, node.id, rel, recorded)
-    except NotItsNote as exc:
-        raise ServiceError(str(exc)) from None
+    require_note_of(data, read, node.id, rel, recorded)
     return move_to_trash(root, rel)

@@ -153,7 +153,7 @@ async def _node_with_note(rt: Runtime, name: str) -> Node:
     link) that has a note."""
     nodes = await rt.store.find_nodes(name)
     with_note = [n for n in nodes if n.path]
-    namesakes = [n for n in with_note if with_note and n.name.casefold() == with_note[0].name.casefold()]
+    namesakes = [n for n in with_note if n.name.casefold() == with_note[0].name.casefold()]
     if len(namesakes) > 1:  # People/Mercury.md and Technologies/Mercury.md: which one is not for us to guess
         listed = ", ".join(f"{n.path} ({n.label})" for n in namesakes[:5])
         raise ServiceError(
@@ -165,7 +165,7 @@ async def _node_with_note(rt: Runtime, name: str) -> Node:
         n for n in await rt.store.find_nodes(name, include_archived=True) if n.path and n.status == "archived"
     ]
     for node in archived:  # archived by its note's `status:` line: the note is there to read
-        if node.path is not None and await rt.store.file_state(node.path) is not None:
+        if node.path and await rt.store.file_state(node.path) is not None:
             return node
     if archived:  # its note was deleted since: "no note yet" would send the assistant looking for one
         raise NoteNotFound(

@@ -24,9 +24,8 @@ class Purged:
     relations: int  # open edges from or to the node that went with it
     stubs: int  # placeholder nodes only this node linked to, removed with it
     insights: int  # pending insights that named it, withdrawn
-    linked_from: tuple[
-        str, ...
-    ] = ()  # notes whose links name it still: it stays a name (a stub) through them
+    # Notes whose links name it still: it stays a name (a stub) through them.
+    linked_from: tuple[str, ...] = ()
 
 
 def archive_in_graph(conn: Any, node_id: str, now: str, reason: str) -> bool:

@@ -393,10 +393,10 @@ TEXT_ONLY = "text-only"
 
 def replace_text(conn: Any, node_id: str, chunks: Sequence[Chunk]) -> bool:
     """What a known note's text says now, when it cannot be read as a note (its frontmatter broken, or it
-    cannot be read at all: no `chunks`): its passages and whole-note row only; its properties, names, links
-    and file state stay as last read, until it can be read again. So search finds what the note says, never
-    what it said (review 21a: a word removed while the YAML was broken still found the note). True when its
-    indexed words changed."""
+    cannot be read at all: no `chunks`): its passages and whole-note row only; its properties, names and links
+    stay as last read, until it can be read again. So search finds what the note says, never what it said
+    (review 21a: a word removed while the YAML was broken still found the note). True when its indexed words
+    changed."""
     row = conn.execute(
         "select n.name, d.name as indexed from nodes n left join note_docs d on d.node_id = n.id "
         "where n.id = ? and n.status != 'stub'",
@@ -472,32 +472,13 @@ def _apply_one(
         "declared": note_confidence(note),
     }
     same = not passages_changed and existing is not None and all(existing[k] == v for k, v in stated.items())
-    # The note now carries the id line it was owed, and says nothing else new: engrama's own line, not an edit
-    # (the brief would list the note as edited a second time). Only the checksum is recorded, and the brief's
-    # record of that version follows it (review 21d).
-    given_id = (
-        not same
-        and not passages_changed
-        and existing is not None
-        and existing["checksum"] == OWED_ID
-        and all(existing[k] == v for k, v in stated.items() if k != "checksum")
-    )
-    if given_id:
-        brief_sql.quietly(conn, node_id, "checksum", state.checksum)
-        same = True
-    # The same bytes read again by a version that keeps more of them (migration 17 has every note read again so
-    # that its tags are kept): what the graph learns is no edit of the person's, so nothing is stamped, counted
-    # as a change or kept as history.
-    reread = (
-        not same
-        and not passages_changed
-        and existing is not None
-        and existing["checksum"] == state.checksum
-        and all(existing[k] == v for k, v in stated.items() if k != "properties")
-        and _without_tags(existing["properties"]) == _without_tags(properties)
-    )
-    if reread:
-        brief_sql.quietly(conn, node_id, "properties", properties)
+    # Nothing the person wrote changed, only what the graph records of it: the id line the note was owed is
+    # written (its checksum was the placeholder: review 21d), or the same bytes are read again by a version that
+    # keeps more of them (migration 17: its tags). That column alone is set, with no stamp, no change number and
+    # no history, and the brief's record of the version follows it (else the note is "edited" again).
+    quiet = None if same or passages_changed or existing is None else _quiet_change(existing, stated)
+    if quiet is not None:
+        brief_sql.quietly(conn, node_id, quiet, stated[quiet])
         same = True
     # The node is written only when the note says something new: applying the same note again (a process
     # without the lease meets a note still owing its id line on every pass) must not make it look edited
@@ -528,7 +509,7 @@ def _apply_one(
         ),
     )
     if (
-        not reread
+        quiet is None
         and existing is not None
         and existing["status"] != "stub"
         and existing["properties"] != properties
@@ -571,6 +552,20 @@ def note_properties(note: ParsedNote) -> dict[str, Any]:
     """The properties the graph keeps for a note: its frontmatter's, with its tags (`tags:`, without `#`) as
     the note states them (review 21a: they were parsed and kept nowhere)."""
     return {**note.properties, "tags": list(note.tags)} if note.tags else dict(note.properties)
+
+
+def _quiet_change(existing: Any, stated: dict[str, Any]) -> str | None:
+    """The one column of a known note's node that changes though the person changed nothing (`_apply_one`):
+    "checksum" when the owed id line was written, "properties" when the same bytes now give its tags; else
+    None."""
+    differing = [key for key, value in stated.items() if existing[key] != value]
+    if differing == ["checksum"] and existing["checksum"] == OWED_ID:
+        return "checksum"
+    if differing == ["properties"] and _without_tags(existing["properties"]) == _without_tags(
+        stated["properties"]
+    ):
+        return "properties"  # the checksum is the same: the same bytes
+    return None
 
 
 def _without_tags(properties: str | None) -> dict[str, Any]:

@@ -108,7 +108,7 @@ def register(mcp: MCPServer) -> None:
                 proactive_hint=" ".join(
                     hint
                     for hint in (
-                        await trouble_hint(rt),
+                        trouble_hint(rt),
                         await taking_in_hint(rt),
                         await reflect_hooks.proactive_hint(rt),
                     )
