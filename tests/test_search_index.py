@@ -12,7 +12,7 @@ from server.search.service import search
 from server.services.context import context
 from server.services.remember import remember
 from server.settings import Settings
-from server.store import forget_sql, migrations, search_sql, sync_sql
+from server.store import forget_sql, migrations, passages_sql, search_sql, sync_sql
 from server.store.database import connect_sync
 from vault_sync.model import Chunk, FileState, ParsedNote
 
@@ -142,3 +142,65 @@ async def test_a_notes_tags_are_kept_and_found(vault: Path, db_path: Path) -> No
         heron.write_text("\n".join(kept) + "\n---\n" + body, "utf-8")  # the person takes the tags out
         await rt.require_sync().sync_path("Projects/Heron.md")
         assert await found("mobile") == [] and "tags" not in (await context(rt, "Heron")).node.properties
+
+
+HARBOR = """---
+type: Project
+aliases: [HA pipeline]
+status: blocked
+client: "[[Meridian Freight]]"
+reviewers:
+  - Olu
+  - Ingrid
+deadline: 2024-09-30
+priority: 2
+---
+Dashboards for the port.
+"""
+
+
+async def test_what_a_notes_frontmatter_states_finds_it(vault: Path, db_path: Path) -> None:
+    """A note is found by the words of its properties and aliases, as Obsidian's search finds it: `status:
+    blocked` answers "which project is blocked?". Dates and numbers are not words of it."""
+    (vault / "Projects").mkdir()
+    harbor = vault / "Projects/Harbor.md"
+    harbor.write_text(HARBOR, "utf-8")
+    (vault / "Projects/Kestrel.md").write_text("---\ntype: Project\nstatus: active\n---\nA port app.\n", "utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+
+        async def found(query: str) -> list[str]:
+            return [hit.name for hit in (await search(rt, query)).results]
+
+        assert await found("which project is blocked") == ["Harbor"]
+        assert await found("Meridian Freight") == ["Harbor"]
+        assert await found("Ingrid") == ["Harbor"]
+        assert await found("pipeline") == ["Harbor"]  # a word of an alias
+        assert await found("2024") == [] and await found("30") == []
+        assert await found("active port") == ["Kestrel", "Harbor"]
+        harbor.write_text(HARBOR.replace("status: blocked", "status: done"), "utf-8")
+        await rt.require_sync().sync_path("Projects/Harbor.md")
+        assert await found("blocked") == [] and await found("done") == ["Harbor"]
+
+
+async def test_an_upgraded_database_finds_notes_by_their_properties(vault: Path, db_path: Path) -> None:
+    """Migration 18: the whole-note rows made before it held the name and tags only; every note is read once
+    more at the next start, so its properties' words find it."""
+    (vault / "Projects").mkdir()
+    (vault / "Projects/Harbor.md").write_text(HARBOR, "utf-8")
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+    conn, _ = connect_sync(db_path)  # the row as the version before migration 18 made it
+    [(node_id,)] = conn.execute("select id from nodes where name = 'Harbor'").fetchall()
+    with conn:
+        body = passages_sql.stored_note_texts(conn, [node_id])[node_id]
+        search_sql.index_note_docs(conn, [(node_id, "Harbor", body)])
+        conn.execute("delete from schema_migrations where number = 18")
+    assert note_rows(conn, "blocked") == []
+    assert migrations.apply_migrations(conn) == 1
+    conn.close()
+    async with open_runtime(settings) as rt:
+        report = await rt.require_sync().sync_vault()
+        assert report.updated == 1 and not report.errors
+        assert [hit.name for hit in (await search(rt, "blocked")).results] == ["Harbor"]

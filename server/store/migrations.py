@@ -469,6 +469,12 @@ M017_NOTE_EXTRAS = """
         create index insight_sections_node on insight_sections(node_id);
         update files set checksum = 'read-again-m017', size = -1 where checksum != 'owed-id';
 """
+# A note is found by the words of what its frontmatter states (`sync_sql.indexed_name`: its aliases and the
+# text of its properties, beside its name and tags, in its whole-note row's name column). The rows are made when
+# notes are read, so every note is read once more, as for migration 17: the same bytes, no news.
+M018_PROPERTY_WORDS = """
+        update files set checksum = 'read-again-m018', size = -1 where checksum != 'owed-id';
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -488,6 +494,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (15, "m015_touched", M015_TOUCHED),
     (16, "m016_node_changes", M016_NODE_CHANGES),
     (17, "m017_note_extras", M017_NOTE_EXTRAS),
+    (18, "m018_property_words", M018_PROPERTY_WORDS),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {

@@ -15,6 +15,7 @@ from server.store import brief_sql, history_sql, passages_sql, search_sql
 from server.store.nodes_sql import note_day, note_start
 from vault_sync.model import Chunk, FileState, Link, NodeRef, NoteUpdate, ParsedNote
 from vault_sync.names import canonical, fold
+from vault_sync.parse import iso_moment
 from vault_sync.readers import OWED_ID
 
 STUB_LABEL = "Note"
@@ -575,9 +576,24 @@ def _without_tags(properties: str | None) -> dict[str, Any]:
 
 
 def indexed_name(note: ParsedNote) -> str:
-    """What the note's whole-note row holds in its name column: its name, and its tags (a note tagged
-    `q3-goals` is found by those words, as strongly as by its name: the person's own topic for it)."""
-    return " ".join((note.name, *note.tags))
+    """What the note's whole-note row holds in its name column: its name, its aliases, its tags (a note tagged
+    `q3-goals` is found by those words, as strongly as by its name: the person's own topic for it) and the
+    words of its other properties (`status: blocked`, `client: "[[Acme]]"`): what the person states about the
+    note, found as Obsidian's own search finds a note by its frontmatter. Dates, numbers and booleans are left
+    out: a question's dates are matched by the notes' days (`nodes.note_day`), not by their digits."""
+    return " ".join((note.name, *note.aliases, *note.tags, *property_words(note.properties)))
+
+
+def property_words(properties: Any) -> list[str]:
+    """The text values of a note's properties (in lists and mappings too), in their order, less dates."""
+    if isinstance(properties, str):
+        text = properties.strip()
+        return [text] if text and iso_moment(text) is None else []
+    if isinstance(properties, dict):
+        return [word for value in properties.values() for word in property_words(value)]
+    if isinstance(properties, list):
+        return [word for value in properties for word in property_words(value)]
+    return []
 
 
 def note_status(note: ParsedNote) -> str:
