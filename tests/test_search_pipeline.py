@@ -45,6 +45,16 @@ def test_phrases_hold_every_run_of_words_and_the_whole_question() -> None:
     assert "q3 - plan" in anchors.phrases("notes on the Q3 - plan").runs
 
 
+def test_a_titles_own_brackets_stay_and_only_what_wraps_the_question_goes() -> None:
+    """Review 22d: "Dune (1965)" lost its ")" with the question's edges and was never the exact title."""
+    assert anchors.phrases("Dune (1965)").whole == "dune (1965)"
+    assert anchors.phrases("[[Dune (1965)]]").whole == "dune (1965)"
+    assert anchors.phrases('"Budget (draft)"?').whole == "budget (draft)"
+    assert anchors.phrases("(Harbor Analytics)").whole == "harbor analytics"
+    assert "dune (1965)" in anchors.phrases("why was Dune (1965) banned?").runs
+    assert anchors.phrases("#harbor").bare == "harbor"  # looked up when the question as typed is no title
+
+
 def test_a_one_word_name_counts_fully_only_when_capitalised() -> None:
     assert anchors.strength("harbor analytics", False) == 1.0
     assert anchors.strength("research", True) == 1.0
@@ -63,6 +73,19 @@ async def test_the_exact_title_comes_first_whatever_shares_its_words(runtime: Ru
     assert (await top_names(runtime, "sync conflicts"))[0] == "Sync conflicts"
     assert (await top_names(runtime, "SYNC CONFLICTS?"))[0] == "Sync conflicts"
     assert (await top_names(runtime, "[[Sync conflicts]]"))[0] == "Sync conflicts"
+
+
+async def test_a_title_with_brackets_is_the_exact_title(runtime: Runtime, vault: Path) -> None:
+    write(vault, "Books/Dune.md", "Dune is a 1965 novel. Dune, 1965: the first edition of Dune.\n")
+    write(vault, "Books/Dune (1965).md", "Read in the summer. Loved the ecology.\n")
+    write(vault, "Ideas/Budget.md", "Budget draft: the draft budget is a budget draft.\n")
+    write(vault, "Ideas/Budget (draft).md", "Rough numbers for next year.\n")
+    await runtime.require_sync().sync_vault()
+    for asked in ("Dune (1965)", "[[Dune (1965)]]", "dune (1965)?"):
+        hits = (await search(runtime, asked, explain=True)).results
+        assert (hits[0].name, hits[0].step) == ("Dune (1965)", "exact title"), asked
+    assert (await top_names(runtime, '"Budget (draft)"'))[0] == "Budget (draft)"
+    assert (await top_names(runtime, "what does Budget (draft) say"))[0] == "Budget (draft)"
 
 
 async def test_an_alias_is_a_title_too(runtime: Runtime, vault: Path) -> None:
@@ -357,6 +380,24 @@ async def test_an_order_question_brings_every_event_into_the_first_places(
 async def test_a_bad_reference_time_says_which_format_is_expected(runtime: Runtime) -> None:
     with pytest.raises(ValueError, match="reference_time must be an ISO date"):
         await search(runtime, "anything", reference_time="last tuesday")
+    with pytest.raises(ValueError, match="reference_time must be an ISO date"):  # review 22d: "year 0 ..."
+        await search(runtime, "anything", reference_time="0001-01-01")
+
+
+async def test_a_month_in_a_date_phrase_names_no_one(runtime: Runtime, vault: Path) -> None:
+    """Review 22d: "in May" anchored May Chen (alias May), and the walk from her brought her projects."""
+    write(vault, "People/May Chen.md", "---\naliases: [May]\n---\nRuns finance. See [[Harbor]].\n")
+    write(vault, "Projects/Harbor.md", "Dashboards for the port.\n")
+    write_daily_notes(vault, date(2025, 5, 1), 3)
+    await runtime.require_sync().sync_vault()
+    hits = (await search(runtime, "What did I do in May?", reference_time="2025-06-20", explain=True)).results
+    assert all(h.signals is not None and "anchor" not in h.signals for h in hits), hits
+    names = [h.name for h in hits]
+    days = [names.index(f"2025-05-0{d}") for d in (1, 2, 3)]
+    assert "Harbor" not in names or max(days) < names.index("Harbor"), names  # no longer reached through her
+    named = await search(runtime, "What did May Chen do in May?", reference_time="2025-06-20", explain=True)
+    assert named.results[0].name == "May Chen" and named.results[0].signals is not None
+    assert named.results[0].signals["anchor"] > 0
 
 
 # --- bounded cost on common words (issue 15) -----------------------------------------------------------------
@@ -493,3 +534,40 @@ async def test_explain_names_the_step_that_placed_each_result(runtime: Runtime, 
     for hit in hits:
         assert hit.signals is not None and hit.score == pytest.approx(sum(hit.signals.values()), abs=1e-3)
     assert all(h.step is None and h.signals is None for h in (await search(runtime, "zephyr")).results)
+
+
+# --- results do not depend on how many are asked for ---------------------------------------------------------
+
+
+async def test_the_first_results_are_the_same_whatever_the_limit(runtime: Runtime, vault: Path) -> None:
+    """Review 22d: the pool the graph and time steps work on is sized by the limit; a note left out of it and
+    brought back by the walk came back without what its words scored, so asking for 10 results showed other
+    notes than the first 10 of 50. Target mentions the name once in a long note (its words rank it past the
+    pool of a 10-result search) and is the one note the named person links to."""
+    write(vault, "People/Zianja Sabafo.md", "Works on the port. See [[Target]].\n")
+    rng = random.Random(3)
+    words = "harbor crane berth cargo manifest pilot tug quay dredge ballast".split()
+    for i in range(5):
+        write(vault, f"F/Strong {i}.md", "Zianja Sabafo met Zianja Sabafo. " * 3 + "\n")
+    for i in range(70):
+        filler = " ".join(rng.choice(words) for _ in range(rng.randrange(10, 40)))
+        write(vault, f"F/Medium {i}.md", f"{filler} Zianja and Sabafo. {filler}\n")
+    filler = " ".join(rng.choice(words) for _ in range(110))
+    write(vault, "T/Target.md", f"{filler} Zianja Sabafo once. {filler}\n")
+    await runtime.require_sync().sync_vault()
+    question = "what did Zianja Sabafo decide"
+    most = await top_names(runtime, question, limit=50)
+    assert most.index("Target") < 5, most
+    for limit in (3, 5, 10, 20):
+        assert await top_names(runtime, question, limit=limit) == most[:limit], limit
+
+
+def test_explain_gives_the_step_that_found_a_note_not_recency() -> None:
+    """Review 22d: the weakest text hit scales to 0, and recency (every candidate has it) was given as the
+    reason its words found it."""
+    from server.search.fusion import Candidate, main_step
+
+    assert main_step(Candidate("a", {"note": 0.0, "passage": 0.0, "recency": 0.05})) == "text"
+    assert main_step(Candidate("a", {"graph": 0.0, "recency": 0.05})) == "graph"
+    assert main_step(Candidate("a", {"note": 0.1, "time": 0.2, "recency": 0.05})) == "time"
+    assert main_step(Candidate("a", {"recency": 0.05})) == "recency"

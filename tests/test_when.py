@@ -62,6 +62,14 @@ def test_counts_ago_in_digits_and_words_round_to_their_unit() -> None:
     assert one("four weeks ago") == one("4 weeks ago")
 
 
+def test_a_count_of_many_digits_is_read_whole() -> None:
+    """Review 22d: "1000 days ago" was read as 000 days (its last three digits), "99999" as 999."""
+    assert one("what did I do 1000 days ago?") == ("2020-09-02", "2020-09-02")
+    assert one("12345 days ago") == ("1989-08-11", "1989-08-11")
+    assert resolve("1,000 days ago", REF) is None  # not "000 days ago"
+    assert resolve("99999 years ago", REF) is None  # before year 1: no window
+
+
 def test_vague_counts_and_hedges_give_wider_windows_than_precise_ones() -> None:
     precise = Window(*map(D, one("two weeks ago")), phrase="")
     couple = Window(*map(D, one("a couple of weeks ago")), phrase="")

@@ -32,33 +32,78 @@ WEAK = 0.5  # strength of a one-word name the question did not capitalise
 _EDGES = " \t\r\n\"'“”‘’`[]()<>{}*_#?!.,;:"
 
 
+# What may wrap a title the person typed as a question: `[[Dune (1965)]]`, `"Budget (draft)"?`. Only a pair
+# that opens and closes the question is taken off, so a title's own bracket stays (review 22d: "Dune (1965)"
+# lost its ")" and was never the exact title).
+_WRAPPERS = (
+    ("[[", "]]"), ('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("«", "»"), ("`", "`"), ("(", ")"),
+    ("[", "]"), ("{", "}"), ("<", ">"), ("**", "**"), ("*", "*"), ("__", "__"), ("_", "_"),
+)  # fmt: skip
+_FINAL = "?!.,;:…"  # a question's own closing punctuation
+_CLOSING = ")]}>\"'”’»"  # what may close a name right after its last word: "Dune (1965)"
+
+
 @dataclass(frozen=True)
 class Phrases:
     """The lookups one question needs: the whole question as a title, and each run of words."""
 
-    whole: str | None
+    whole: str | None  # the question less what wraps it: a title's own brackets kept
     runs: dict[str, bool]  # casefolded phrase -> whether it is one word written with a capital mid-sentence
+    bare: str | None = None  # the question less every edge character: a title when `whole` is none
 
 
-def phrases(question: str) -> Phrases:
+def phrases(question: str, when_words: frozenset[str] = frozenset()) -> Phrases:
     """The whole question as a possible title, and every run of 1..MAX_PHRASE_WORDS consecutive words of its
-    first MAX_QUESTION_WORDS words, spelled as the question spells them (inner punctuation kept: "Q3 - plan")
-    and with single spaces between the words."""
+    first MAX_QUESTION_WORDS words, spelled as the question spells them (inner punctuation kept: "Q3 - plan",
+    and the brackets or quotes closing its last word: "Dune (1965)") and with single spaces between the words.
+
+    A run made only of `when_words` (the words of the question's date phrases, as `query_tokens` gives them)
+    and stopwords names no note: "in May" asks about a month, not about May Chen (review 22d)."""
     text = unicodedata.normalize("NFC", question)
-    whole = fold(text.strip().strip(_EDGES).strip())
+    whole = fold(_unwrapped(text))
+    bare = fold(text.strip().strip(_EDGES).strip())
     words = word_matches(text)[:MAX_QUESTION_WORDS]
     runs: dict[str, bool] = {}
     for i, first in enumerate(words):
         for j in range(i, min(len(words), i + MAX_PHRASE_WORDS)):
             last = words[j]
-            spelled = fold(text[first.start() : last.end()])
             spaced = fold(" ".join(w.group() for w in words[i : j + 1]))
-            if not _can_anchor(spaced):
+            if not _can_anchor(spaced) or _only_when(spaced, when_words):
                 continue
+            end = last.end()
+            while end < len(text) and text[end] in _CLOSING:
+                end += 1
+            spelled = {fold(text[first.start() : last.end()]), fold(text[first.start() : end])}
             capital = i == j and i > 0 and first.group()[0].isupper() and not _starts_sentence(text, first)
-            for phrase in {spelled, spaced}:
+            for phrase in spelled | {spaced}:
                 runs[phrase] = runs.get(phrase, False) or capital
-    return Phrases(whole if whole and _can_anchor(whole) else None, runs)
+    return Phrases(
+        whole if whole and _can_anchor(whole) else None,
+        runs,
+        bare if bare and bare != whole and _can_anchor(bare) else None,
+    )
+
+
+def _unwrapped(text: str) -> str:
+    """`text` less its final punctuation and the pairs wrapping it, as often as they nest."""
+    while True:
+        before = text
+        text = text.strip().rstrip(_FINAL).strip()
+        for opening, closing in _WRAPPERS:
+            if (
+                len(text) > len(opening) + len(closing)
+                and text.startswith(opening)
+                and text.endswith(closing)
+            ):
+                text = text[len(opening) : -len(closing)]
+                break
+        if text == before:
+            return text
+
+
+def _only_when(phrase: str, when_words: frozenset[str]) -> bool:
+    words = [w for w in phrase.split() if w not in STOPWORDS]
+    return bool(when_words) and all(w in when_words for w in words)
 
 
 def strength(phrase: str, capitalised: bool) -> float:

@@ -201,12 +201,19 @@ STEP_OF_SIGNAL = {
 
 
 def main_step(c: Candidate) -> str:
-    """The step whose signals count most in `c`'s score: text, semantic, anchor, graph, time or recency."""
+    """The step whose signals count most in `c`'s score: text, semantic, anchor, graph or time. Recency only
+    breaks near-ties: every candidate gets it, and what made it a candidate is the reason it is there (review
+    22d: the weakest text hit scales to 0, and "recency" was given as the reason its words found it). Steps
+    that count the same are named in the pipeline's order."""
     totals: dict[str, float] = {}
     for name, value in c.signals.items():
         step = STEP_OF_SIGNAL.get(name, name)
         totals[step] = totals.get(step, 0.0) + value
-    return max(sorted(totals), key=lambda s: totals[s]) if totals else "text"
+    found_by = {step: total for step, total in totals.items() if step != "recency"}
+    if not found_by:
+        return "recency" if totals else "text"
+    order = {step: i for i, step in enumerate(dict.fromkeys(STEP_OF_SIGNAL.values()))}
+    return min(found_by, key=lambda s: (-found_by[s], order.get(s, len(order)), s))
 
 
 def ranked(found: Mapping[str, Candidate]) -> list[Candidate]:

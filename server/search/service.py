@@ -124,12 +124,14 @@ def parse_reference_time(text: str | None) -> datetime:
     value = text.strip()
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        # A zone-less moment is placed in the person's zone; the first hours of year 1 have no local time
+        # there (review 22d: "year 0 is out of range" came through as the tool's error).
+        return moment if moment.tzinfo is not None else moment.astimezone()
+    except (ValueError, OverflowError):
         raise ValueError(
             f"reference_time must be an ISO date such as 2025-03-01 or a date-time such as "
-            f"2025-03-01T18:30:00, not {text!r}"
+            f"2025-03-01T18:30:00 (from year 2 to 9998), not {text!r}"
         ) from None
-    return moment if moment.tzinfo is not None else moment.astimezone()
 
 
 def normalize_as_of(as_of: str | None) -> str | None:
@@ -181,7 +183,9 @@ async def run_search(
         mode, reason = _mode_without_query(rt)
         return SearchResponse([], mode, reason)
     vector, reason = await _query_vector(rt, query)
-    plan = _Plan(query, match, all_names_match(names), tokens, vector, where, limit, tuning, intent)
+    plan = _Plan(
+        query, match, all_names_match(names), tokens, vector, where, limit, tuning, intent, frozenset(dated)
+    )
     aside = rt.store.read_aside(_aside_hits, match, vector, where, tuning)
     gathered = await rt.store.read(_gather, plan, aside)
     semantic: list[tuple[int, str, float]] = []
@@ -293,6 +297,7 @@ class _Plan:
     limit: int
     tuning: Tuning
     time: when.TimeIntent | None = None
+    when_words: frozenset[str] = frozenset()  # the words of the question's date phrases
 
 
 def _rank(
@@ -326,19 +331,22 @@ def _finish(
     found = fusion.fuse_text(gathered.notes, gathered.passages, vectors, named, weights)
     anchored = _anchor(conn, plan, found, weights)
     # Graph and recency add little unless the question names a note: only the leaders can still reach the top.
-    leaders = sorted(found.values(), key=lambda c: -(c.text_score + c.signals.get("anchor", 0.0)))
+    # A note left out here and brought back (by its title, its date or the walk) keeps what its words scored
+    # (review 22d: it came back blank, so how many results were asked for changed which were shown).
+    fused = found
+    leaders = sorted(fused.values(), key=lambda c: -(c.text_score + c.signals.get("anchor", 0.0)))
     found = {c.node_id: c for c in leaders[: max(MIN_LEADERS, 5 * plan.limit)]}
     for node_id in anchored.named:
         found.setdefault(node_id, anchored.candidates[node_id])
     for node_id in anchored.exact:  # a title longer than the runs looked up, or that no word of it finds
-        found.setdefault(node_id, Candidate(node_id))
+        found.setdefault(node_id, fused.get(node_id) or Candidate(node_id))
     if plan.time is not None and plan.time.windows and weights.time > 0:
         # The notes dated in the question's window are candidates whatever their words ("what did I do last
         # Saturday?" and that day's daily note); a window holding more notes than the leaders adds none.
         spans = [(w.start, w.end) for w in plan.time.windows]
         for node_id in nodes_sql.dated_in(conn, spans, plan.where.sql(), MIN_LEADERS):
-            found.setdefault(node_id, Candidate(node_id))
-    nodes = _expand(conn, found, anchored, plan.where, weights, plan.limit)
+            found.setdefault(node_id, fused.get(node_id) or Candidate(node_id))
+    nodes = _expand(conn, found, fused, anchored, plan.where, weights, plan.limit)
     if plan.time is not None and plan.time.windows and weights.time > 0:
         dated = nodes_sql.note_dates(conn, [c.node_id for c in found.values() if c.node_id in nodes])
         for node_id, day in dated.items():
@@ -399,17 +407,20 @@ class _Anchored:
 def _anchor(conn: Any, plan: _Plan, found: dict[str, Candidate], weights: Weights) -> _Anchored:
     """Step 2: the notes the question names (anchors.py) get the anchor signal; the whole question as a title
     marks its notes exact."""
-    wanted = anchors.phrases(plan.query)
+    wanted = anchors.phrases(plan.query, plan.when_words)
     lookups = list(wanted.runs)
-    if wanted.whole is not None:
-        lookups.append(wanted.whole)
+    lookups += [phrase for phrase in (wanted.whole, wanted.bare) if phrase is not None]
     named: dict[str, float] = {}
     exact: set[str] = set()
+    bare: set[str] = set()  # a title only when the question less its edges is one and the question is none
     for phrase, node_id in walk_sql.named_nodes(conn, lookups, plan.where):
         if phrase == wanted.whole:
             exact.add(node_id)
+        if phrase == wanted.bare:
+            bare.add(node_id)
         if phrase in wanted.runs:
             named[node_id] = max(named.get(node_id, 0.0), anchors.strength(phrase, wanted.runs[phrase]))
+    exact = exact or bare
     candidates: dict[str, Candidate] = {}
     for node_id, strength in named.items():
         c = found.get(node_id) or Candidate(node_id)
@@ -421,14 +432,15 @@ def _anchor(conn: Any, plan: _Plan, found: dict[str, Candidate], weights: Weight
 def _expand(
     conn: Any,
     found: dict[str, Candidate],
+    fused: dict[str, Candidate],
     anchored: _Anchored,
     where: NodeFilter,
     weights: Weights,
     limit: int,
 ) -> dict[str, NodeRow]:
     """Step 3: a walk of the links around the named notes and the strongest hits (walk.py); the notes it
-    reaches get the graph signal, and the best reached ones join the candidates. Returns the allowed nodes
-    among all candidates."""
+    reaches get the graph signal, and the best reached ones join the candidates (with what their words scored,
+    from `fused`, when they had been left out). Returns the allowed nodes among all candidates."""
     hits = fusion.graph_seeds(found, weights)
     seeds: dict[str, float] = {}
     if anchored.named:
@@ -458,7 +470,7 @@ def _expand(
         best = max(allowed.values())
         for node_id in joining:
             if node_id in nodes:
-                found.setdefault(node_id, Candidate(node_id))
+                found.setdefault(node_id, fused.get(node_id) or Candidate(node_id))
         for node_id, value in allowed.items():
             if node_id in found:
                 found[node_id].signals["graph"] = weight * value / best

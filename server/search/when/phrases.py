@@ -107,7 +107,7 @@ _NUMBER_WORDS = {
 # Vague counts as the ranges the words cover in plain English.
 _VAGUE = {"couple": (2, 3), "few": (2, 4), "several": (3, 7)}
 _NUM = (
-    r"(?P<num>\d{1,3}|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several|"
+    r"(?P<num>\d{1,5}|(?:a\s+)?couple(?:\s+of)?|(?:a\s+)?few|several|"
     + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True))
     + ")"
 )
@@ -145,7 +145,8 @@ def _day_word(m: re.Match[str], today: date) -> Found | None:
     return _found(m, (day, day), relative=True)
 
 
-@_pattern(_HEDGE + _NUM + r"\s+" + _UNIT + r"\s+(?P<way>ago|back|before\s+now|from\s+now)\b")
+# Whole numbers only: "1000 days ago" was read from its last three digits (review 22d); "1,000" is no count.
+@_pattern(r"(?<![\w,.])" + _HEDGE + _NUM + r"\s+" + _UNIT + r"\s+(?P<way>ago|back|before\s+now|from\s+now)\b")
 def _ago(m: re.Match[str], today: date) -> Found | None:
     low, high = _count(m["num"])
     sign = 1 if m["way"].lower().startswith("from") else -1
