@@ -84,8 +84,9 @@ class Runtime:
         """When a tool may edit the note at `rel`: never while the person's editor may be saving it.
 
         `vault_sync.writer.edit_note` waits until the note has been quiet for the sync's settle window (the
-        same window the watcher obeys before it writes an id), or is exactly as the graph last read it, and
-        otherwise refuses with `NoteBusy`, writing nothing. A note holding a save a sync tool brought from
+        same window the watcher obeys before it writes an id; the graph having read it says nothing of whether
+        the person is still typing) and git is not rewriting the vault, and otherwise refuses with `NoteBusy`,
+        writing nothing. An empty note is written once the graph has read it empty (`seen`). A note holding a save a sync tool brought from
         another computer is written once that save is ARRIVED_QUIET old, as an id line is (the person may still
         be typing there). None when no settle window is set."""
         if self.sync is None or self.sync.settle <= 0:

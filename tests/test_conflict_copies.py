@@ -26,6 +26,8 @@ COPIES = {  # each as its tool names it, with the other device's text
     "Projects/Atlas (Conflicted copy Ann's iPhone 202405010930).md": "Obsidian Sync",
     "Projects/Atlas (conflicted copy 2024-05-01 093000).md": "Nextcloud",
     "Projects/Atlas-DESKTOP-AB12CD3.md": "OneDrive",
+    "Projects/Atlas_BASE_6997.md": "git mergetool, the common ancestor",  # review 22b
+    "Projects/Atlas_REMOTE_6997.md": "git mergetool, the other branch",
 }
 
 

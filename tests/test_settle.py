@@ -473,3 +473,51 @@ def test_an_empty_note_quiet_for_long_is_edited_only_once_the_graph_has_read_it_
     # The graph read it empty, as it is now: the person left the note empty, and a tool may write into it.
     edit_note(vault, "Topic.md", lambda d: d + b"x\n", quiet=Quiet(3, (0, st.st_mtime_ns), 0.2))
     assert note.read_bytes() == b"x\n"
+
+
+async def test_a_tool_waits_while_git_rewrites_the_vault_and_writes_on_gits_version(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 22b: during `git checkout`/`git pull`, a note git had not reached yet was written at once and then
+    replaced by git's version: the tool had said "updated", and its text was gone. Git holds `.git/index.lock`
+    while it rewrites the working tree; a tool write waits until it is gone (here the vault is a folder inside
+    the repository), then edits what git left."""
+    repo = vault.parent
+    (repo / ".git").mkdir()
+    lock = repo / ".git" / "index.lock"
+    async with topic_synced(vault, db_path, settle=0.3) as (rt, note):
+        lock.write_bytes(b"")  # git has begun
+        write = asyncio.create_task(remember(rt, "Concept", "Topic", observation="Told during the checkout."))
+        await asyncio.sleep(1.0)
+        assert not write.done()  # waits for git, though the note has been quiet for longer than the window
+        checked_out = note.read_text(encoding="utf-8") + "From the other branch.\n"
+        note.write_text(checked_out, encoding="utf-8")  # git reaches the note
+        lock.unlink()  # git is done
+        await write
+        data = note.read_text(encoding="utf-8")
+        assert "From the other branch." in data and "Told during the checkout." in data
+        lock.write_bytes(b"")  # a git command that was stopped left its lock behind
+        with pytest.raises(NoteBusy, match=r"git is changing the vault's files right now .*delete it"):
+            await remember(rt, "Concept", "Topic", observation="Never written.")
+        assert "Never written." not in note.read_text(encoding="utf-8")
+
+
+def test_the_git_lock_is_found_from_the_vault_in_a_repository_a_worktree_or_none(tmp_path: Path) -> None:
+    from vault_sync.writer import git_lock
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_lock(plain) is None
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "notes").mkdir()
+    assert git_lock(repo / "notes") is None
+    (repo / ".git" / "index.lock").write_bytes(b"")
+    assert git_lock(repo / "notes") == repo / ".git" / "index.lock"
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (repo / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (worktree / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 'wt'}\n", encoding="utf-8")
+    assert git_lock(worktree) is None  # the main tree's lock is not this worktree's
+    (repo / ".git" / "worktrees" / "wt" / "index.lock").write_bytes(b"")
+    assert git_lock(worktree) == repo / ".git" / "worktrees" / "wt" / "index.lock"

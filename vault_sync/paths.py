@@ -17,7 +17,10 @@ Conflict copies recognised by name (`conflict_original`), each a copy left besid
   Obsidian Sync when its conflict resolution is set to create conflict files (`Note (Conflicted copy ...).md`);
 - Seafile: `Note (SFConflict ann@example.com 2024-05-01-09-30-00).md`; older ownCloud: `Note_conflict-20240501-093000.md`;
 - OneDrive "keep both": the computer's name appended, recognised for Windows' default names only
-  (`Note-DESKTOP-AB12CD3.md`, `Note-LAPTOP-AB12CD3.md`); a custom computer name looks like any other name.
+  (`Note-DESKTOP-AB12CD3.md`, `Note-LAPTOP-AB12CD3.md`); a custom computer name looks like any other name;
+- `git mergetool`: the versions it lays beside the note while the person merges, `Note_BASE_6997.md`,
+  `Note_LOCAL_6997.md`, `Note_REMOTE_6997.md`, `Note_BACKUP_6997.md` (the process id), deleted when the merge
+  is done (review 22b: given ids of their own, one of them then carried its id into the merged note).
 
 iCloud's conflict copies (`Note 2.md`) cannot be told from a note the person numbered, so they are notes.
 Cloud placeholders (`cloud_placeholder_of`): iCloud replaces a note it evicted from the disk with a hidden
@@ -53,6 +56,7 @@ _CONFLICT_NAMES = (
     re.compile(r"^(?P<stem>.+?) \(SFConflict [^()]*\)(?P<ext>\.md)$", re.IGNORECASE),
     re.compile(r"^(?P<stem>.+?)_conflict-\d{8}-\d{6}(?P<ext>\.md)$", re.IGNORECASE),
     re.compile(r"^(?P<stem>.+)-(?:DESKTOP|LAPTOP)-[A-Z0-9]{7}(?P<ext>\.md)$"),
+    re.compile(r"^(?P<stem>.+)_(?:BASE|LOCAL|REMOTE|BACKUP)_\d+(?P<ext>\.md)$"),
 )
 _ICLOUD_PLACEHOLDER = re.compile(r"^\.(?P<name>.+\.md)\.icloud$", re.IGNORECASE)
 

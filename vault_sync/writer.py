@@ -222,8 +222,8 @@ class Quiet:
 
     An editor saving in place truncates the file and writes it a moment later; replacing the file in between
     sends its write to an unlinked inode. So an edit waits until the note has not changed for `settle`
-    seconds, or until it is exactly as the graph last read it (`seen`: size and mtime; then no save has
-    started since), for at most `wait` seconds, and otherwise gives up with `NoteBusy`.
+    seconds, for at most `wait` seconds, and otherwise gives up with `NoteBusy`. An empty note is written
+    only once the graph has read it empty too (`seen`: size and mtime), the person having emptied it.
 
     `brought` (seconds; 0: no such wait) is for a note holding a save made elsewhere (`arrived`): the edit waits
     until that save is `brought` seconds old, whatever the graph has read, since the person may still be typing
@@ -341,7 +341,7 @@ def edit_note(
             data, st = (
                 _read_stable(real, real_rel)
                 if quiet is None
-                else _read_when_quiet(real, real_rel, quiet, vault_key)
+                else _read_when_quiet(root, real, real_rel, quiet, vault_key)
             )
             read = _file_state(real_rel, data, st)
             if check is not None:
@@ -454,10 +454,19 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     return to_rel(root, target)
 
 
-def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str) -> tuple[bytes, os.stat_result]:
+def _read_when_quiet(
+    root: Path, real: Path, rel: str, quiet: Quiet, vault_key: str
+) -> tuple[bytes, os.stat_result]:
     """Read the note once it is quiet: judged on the stat taken with the very bytes read, so a save that
     starts while engrama waits or reads is seen (and `_swap_in` catches one starting after the read). Gives
-    up at once (`WriterStopping`) when this process lets the vault at `vault_key` go meanwhile."""
+    up at once (`WriterStopping`) when this process lets the vault at `vault_key` go meanwhile.
+
+    Quiet means the note has not changed for `quiet.settle` seconds, whatever the graph has read of it: the
+    watcher reads every save within a fraction of a second, so "as the graph last read it" says nothing about
+    whether the person is still typing (review 22a: a tool's write went in between two autosaves and the next
+    one wiped it). Only a note exactly as engrama's own last write left it needs no wait. Nothing is written
+    either while git rewrites the vault's files (`git_lock`): a note git has not reached yet would be replaced
+    by git's version, the tool's text with it (review 22b)."""
     deadline = time.monotonic() + quiet.wait
     warned = False
     while True:
@@ -465,6 +474,17 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str) -> tupl
             raise WriterStopping(
                 f"engrama is stopping (its client went away); nothing was written into {rel}"
             )
+        if (lock := git_lock(root)) is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise NoteBusy(
+                    f"git is changing the vault's files right now ({lock} exists: a checkout, pull, merge, "
+                    f"rebase or stash); engrama waited and wrote nothing into {rel}, so git cannot replace "
+                    "what it would write. Try again once git is done (if no git command is running, one that "
+                    "was stopped left that file behind: delete it)"
+                )
+            time.sleep(min(0.25, left))
+            continue
         data, st = _read_stable(real, rel)
         age = time.time() - st.st_mtime_ns / 1e9
         if 0 <= age < quiet.brought and arrived(st):
@@ -481,9 +501,8 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str) -> tupl
                 )
             time.sleep(min(quiet.brought - age, 0.25))
             continue
-        if st.st_size and (quiet.seen == (st.st_size, st.st_mtime_ns) or _as_we_wrote(real, st)):
-            return data, st  # as the graph last read it, or as our last write left it: no save has started
-            # since (an empty file may be one)
+        if st.st_size and _as_we_wrote(real, st):
+            return data, st  # as our last write left it: no save has started since (an empty file may be one)
         settled = age >= quiet.settle or age < 0  # a future mtime was not set by a save on this machine
         # An empty file is what a save in place looks like half way (truncated, not yet written): an edit on it
         # would replace it and send the editor's text to an unlinked inode. So it is edited only once the
@@ -507,6 +526,28 @@ def _read_when_quiet(real: Path, rel: str, quiet: Quiet, vault_key: str) -> tupl
             )
         pause = 0.25 if settled else quiet.settle - age
         time.sleep(min(pause, left, 0.25))
+
+
+def git_lock(root: Path) -> Path | None:
+    """The index lock of the git repository holding the vault (the vault or a folder above it), when it exists:
+    git holds it while a checkout, pull, merge, rebase or stash rewrites the working tree. None otherwise."""
+    for folder in (root, *root.parents):
+        marker = folder / ".git"
+        try:
+            if marker.is_dir():
+                git_dir = marker
+            elif marker.is_file():  # a worktree or submodule: "gitdir: <path>"
+                text = marker.read_text("utf-8", errors="replace").strip()
+                if not text.startswith("gitdir:"):
+                    return None
+                git_dir = folder / text.removeprefix("gitdir:").strip()
+            else:
+                continue
+        except OSError:
+            return None
+        lock = git_dir / "index.lock"
+        return lock if lock.exists() else None
+    return None
 
 
 def _edit_target(root: Path, rel: str) -> tuple[str, Path]:

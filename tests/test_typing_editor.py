@@ -1,0 +1,111 @@
+"""A tool's write never lands between two saves of an editor the person is typing in (review 22a).
+
+An editor with the note open keeps its own copy of the text and saves it in place every second or two while the
+person types (Obsidian saves about every 2 s). A write engrama makes between two such saves is wiped by the next
+one, and the assistant was told it was saved. The watcher reads every save within a fraction of a second, so
+"the note is as the graph last read it" said nothing about whether the person had stopped: tool writes and the
+writes queued by a second client went in between saves. The rule is the README's: a note is written only once
+it has been quiet for the settle window; a tool call waits for the pause, or says the note is being edited and
+writes nothing. Real servers over stdio, their real watchers, a real vault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from mcp.client.session import ClientSession
+
+from tests.test_e2e_stdio import COMMAND, call, synced_session
+from tests.test_live import eventually
+from tests.test_outbox import ATLAS, Holder, follower, started, text
+
+pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
+
+SETTLE = "1"  # the settle window the servers run with (production: 3 s); a tool waits it + 2 s at most
+
+
+async def keep_saving(note: Path, seconds: float, every: float = 0.4) -> str:
+    """An editor saving its own copy of `note` in place every `every` seconds for `seconds`, one word more each
+    time, never reading the file again (its buffer is what it saves). Returns the last text it saved."""
+    typed = note.read_text(encoding="utf-8")
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    word = 0
+    while loop.time() < until:
+        typed += f"typed{word} "
+        word += 1
+        with open(note, "r+", encoding="utf-8") as editor:  # in place: truncate, then write
+            editor.truncate(0)
+            editor.write(typed)
+        await asyncio.sleep(every)
+    return typed
+
+
+async def test_a_tool_call_into_a_note_being_typed_writes_nothing_and_says_so(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": SETTLE}
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await eventually(lambda: "engrama_id:" in atlas.read_text(encoding="utf-8"), 20, "Atlas's id line")
+        typing = asyncio.create_task(keep_saving(atlas, seconds=6))
+        await asyncio.sleep(1.0)
+        result = await session.call_tool(
+            "engrama_remember",
+            {"label": "Project", "name": "Atlas", "observation": "Told while the person typed."},
+        )
+        last = await typing
+        await asyncio.sleep(float(SETTLE) + 1)
+        assert atlas.read_text(encoding="utf-8") == last  # every word the person typed, nothing wiped
+        assert result.is_error, result.content  # never "updated the note" for a write the next save wiped
+        assert "being edited right now" in result.content[0].text  # type: ignore[union-attr]
+        # Once the person has paused, the same call lands, beside everything they typed.
+        done = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Atlas", "observation": "Told after the pause."},
+        )
+        assert done["name"] == "Atlas"
+        after = atlas.read_text(encoding="utf-8")
+        assert "Told after the pause." in after and last.rstrip().rsplit(" ", 1)[-1] in after
+
+
+async def test_a_queued_write_waits_until_the_person_stops_typing(
+    vault: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second client's write is queued for the lease holder, which wrote it between two saves: the next save
+    wiped it and the row was gone. It now waits for the pause, then lands beside what was typed."""
+    monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", SETTLE)  # the holder and the follower inherit it
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    holder = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        await started(holder, vault)
+        async with follower(vault, db_path, tmp_path / "follower.log") as session:
+            typing = asyncio.create_task(keep_saving(atlas, seconds=6))
+            await asyncio.sleep(1.0)
+            queued = await call(
+                session,
+                "engrama_remember",
+                {"label": "Project", "name": "Atlas", "observation": "Queued while the person typed."},
+            )
+            assert "queued" in queued["message"]
+            last = await typing
+            await eventually(lambda: "Queued while the person typed." in text(vault, "Projects/Atlas.md"), 30)
+            await eventually(lambda: _drained(session), 20, "the queue drained")
+        final = atlas.read_text(encoding="utf-8")
+        assert final.startswith(last.split("---\n", 2)[0])  # the note as typed, the id line kept
+        assert all(f"typed{i} " in final for i in range(last.count("typed")))  # no word lost
+    finally:
+        holder.stop()
+        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
+
+
+async def _drained(session: ClientSession) -> bool:
+    return (await call(session, "engrama_status", {}))["vault"]["outbox"]["waiting"] == 0
