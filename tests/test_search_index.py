@@ -165,7 +165,9 @@ async def test_what_a_notes_frontmatter_states_finds_it(vault: Path, db_path: Pa
     (vault / "Projects").mkdir()
     harbor = vault / "Projects/Harbor.md"
     harbor.write_text(HARBOR, "utf-8")
-    (vault / "Projects/Kestrel.md").write_text("---\ntype: Project\nstatus: active\n---\nA port app.\n", "utf-8")
+    (vault / "Projects/Kestrel.md").write_text(
+        "---\ntype: Project\nstatus: active\n---\nA port app.\n", "utf-8"
+    )
     async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
         await rt.require_sync().sync_vault()
 
