@@ -534,6 +534,14 @@ class VaultSync:
                 # graph as it was and look again once the write had time to land.
                 self._defer(read.path, self.settle - quiet)
                 return NoteOutcome(read.path, UNCHANGED, id=owner)
+            if read.blank and owner is None and quiet < self.settle:
+                # An empty note at a path the graph does not know, made a moment ago: Obsidian's new
+                # `Untitled.md` before its title is typed (it is renamed and filled at once), or a known note half
+                # way through an in-place save when its folder was just renamed. A node now would be left behind,
+                # archived, by that rename and listed in the brief as deleted (review 22b). It gets one once it
+                # has stayed empty for the settle window, or as soon as it holds words.
+                self._defer(read.path, self.settle - quiet)
+                return NoteOutcome(read.path, UNCHANGED, id_owed=True)
             if owner is None and not self.writable:
                 # Only the lease holder names new notes: two processes inventing ids for one note would race.
                 return NoteOutcome(read.path, FAILED, error=WAITING_FOR_HOLDER)
