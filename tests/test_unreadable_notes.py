@@ -135,3 +135,26 @@ def test_the_list_of_notes_not_synced_counts_only_those_still_broken() -> None:
     for i in range(24):
         record = record.with_outcomes([(f"N{i:02d}.md", None)])
     assert record.as_status() == {"not_synced": [{"path": "N24.md", "why": "invalid YAML"}]}
+
+
+async def test_a_pipe_named_like_a_note_is_reported_and_stops_nothing(vault: Path, db_path: Path) -> None:
+    """Review 22e: a FIFO named `pipe.md` appearing in the vault hung the running server's reader in open()
+    until something wrote to it: the watcher's sync and every tool call after it waited forever."""
+    import os
+
+    from server.services.notesync import sync_vault
+    from server.services.remember import remember
+
+    (vault / "Home.md").write_text("Home.\n", encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path)) as rt, live_sync(rt, quiet=0.05) as live:
+        await live.wait_idle(30)
+        os.mkfifo(vault / "pipe.md")
+
+        async def listed() -> bool:
+            return "not a regular file" in (await not_synced(rt)).get("pipe.md", "")
+
+        await asyncio.wait_for(settled(live, rt, listed), 30)  # the watcher's event for it
+        report = await asyncio.wait_for(sync_vault(rt), 30)
+        assert [(e.path, "not a regular file" in e.error) for e in report.errors] == [("pipe.md", True)]
+        written = await asyncio.wait_for(remember(rt, "Note", "Home", observation="Still writing."), 30)
+        assert written.name == "Home" and "Still writing." in (vault / "Home.md").read_text(encoding="utf-8")

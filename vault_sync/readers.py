@@ -7,12 +7,14 @@ Its results are `NoteRead` values: frozen and picklable, so they can cross a pro
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 
 from vault_sync import identify
 from vault_sync.began import file_began
@@ -24,6 +26,10 @@ from vault_sync.model import Chunk, FileState, ParsedNote
 from vault_sync.parse import parse_note
 from vault_sync.paths import resolve_in_vault
 from vault_sync.writer import ARRIVED_QUIET, MAX_NOTE_BYTES, NoteBusy, Quiet, arrived, edit_note, seen_here
+
+# A symlink to a note inside the vault is followed (`resolve_in_vault` checked where it leads).
+_OPEN_NOTE = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+NOT_A_FILE = "not a regular file (a pipe, socket or device); rename or remove it"
 
 
 def id_seed(path: str, checksum: str) -> bytes:
@@ -155,8 +161,14 @@ class NoteReader:
         tool that sets the time back (`rsync -t`, `cp -p`, sync clients)."""
         try:
             absolute = resolve_in_vault(self.root, rel)
-            with open(absolute, "rb") as handle:
+            # Not blocking: a FIFO named x.md would hang the open until something wrote to it, and with it the
+            # sync and every write (review 22e); fstat then says what the path holds.
+            with os.fdopen(os.open(absolute, _OPEN_NOTE), "rb") as handle:
                 stat = os.fstat(handle.fileno())
+                if S_ISDIR(stat.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(absolute))
+                if not S_ISREG(stat.st_mode):
+                    return NoteRead(rel, error=NOT_A_FILE)
                 seen_here(stat)  # a version saved here: a rename later does not make it look arrived
                 if not by_content and known is not None and same_stat(known, stat.st_size, stat.st_mtime_ns):
                     return NoteRead(

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from vault_sync.errors import VaultError
+from vault_sync.readers import NOT_A_FILE
 from vault_sync.paths import (
     classify,
     cloud_placeholder_of,
@@ -381,7 +382,7 @@ class _Walk:
         elif stat.S_ISREG(st.st_mode):
             self.notes.append(StatEntry(rel, st.st_size, st.st_mtime_ns, st.st_ino))
         else:
-            self.errors.append((rel, "not a regular file (a pipe, socket or device); rename or remove it"))
+            self.errors.append((rel, NOT_A_FILE))
 
 
 def not_on_disk(st: os.stat_result) -> bool:

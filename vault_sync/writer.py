@@ -391,7 +391,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
         _make_folders(root, path.parent)
         tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
         try:
-            _link_new(tmp, path, rel_norm, data)
+            _link_new(tmp, path, rel_norm)
         finally:
             _remove_quietly(tmp)
     seen_here(st)  # the link moves its change time on (after a slow fsync, by more than a second)
@@ -1236,9 +1236,11 @@ def _write_temp(
             _keep_owner(fd, owner)
         os.fsync(fd)
         st = os.fstat(fd)
-    except BaseException:
+    except BaseException as exc:
         os.close(fd)
         _remove_quietly(tmp)
+        if isinstance(exc, OSError):  # a full disk or quota: said as such, not a raw errno (review 22e)
+            raise _unwritable(exc, f"cannot write in folder {folder}") from None
         raise
     os.close(fd)
     return tmp, st
@@ -1266,7 +1268,17 @@ def _unwritable(exc: OSError, what: str) -> VaultError:
             f"{what}: {exc.strerror} (the folder's permissions, or a note locked or made immutable); nothing "
             "was written"
         )
+    if exc.errno in _DISK_FULL:
+        return NoteUnwritable(
+            f"{what}: the disk holding the vault is full (or your quota or file size limit is reached); nothing "
+            "was written. Free some space and engrama writes it then"
+        )
     return VaultError(f"{what}: {exc.strerror}; nothing was written")
+
+
+# What a write into the vault meets when its disk (or the person's quota, or the process's file size limit) is
+# full: the note is still readable, so it is indexed and its line written later, as on a read-only mount.
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _keep_owner(fd: int, owner: tuple[int, int]) -> None:
@@ -1281,8 +1293,11 @@ def _keep_owner(fd: int, owner: tuple[int, int]) -> None:
             continue
 
 
-def _link_new(tmp: Path, path: Path, rel: str, data: bytes) -> None:
-    """Give the finished temp file its final name without ever replacing an existing one."""
+def _link_new(tmp: Path, path: Path, rel: str) -> None:
+    """Give the finished temp file its final name without ever replacing an existing one: a hard link, or where
+    the file system has none (FAT, exFAT, some shares), a rename that refuses to replace (else a check, then a
+    rename). The note appears whole or not at all: the fallback wrote the note a second time, in place, and a
+    disk that filled up meanwhile left it cut off mid-sentence, indexed and appended to (review 22e)."""
     try:
         os.link(tmp, path)
         return
@@ -1290,19 +1305,13 @@ def _link_new(tmp: Path, path: Path, rel: str, data: bytes) -> None:
         raise NoteExists(_exists_message(rel)) from None
     except OSError as exc:
         if exc.errno not in _NO_HARD_LINKS:
-            raise VaultError(f"cannot create {rel}: {exc.strerror}") from None
-    # No hard links here: O_EXCL still never clobbers, but a reader may briefly see a partial note.
+            raise _unwritable(exc, f"cannot create {rel}") from None
     try:
-        fd = os.open(path, _OPEN_EXCL, 0o666)
-    except FileExistsError:
-        raise NoteExists(_exists_message(rel)) from None
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        placed = _move_to_free_name(tmp, [path], rel)
+    except OSError as exc:
+        raise _unwritable(exc, f"cannot create {rel}") from None
+    if placed is None:
+        raise NoteExists(_exists_message(rel))
 
 
 def _exists_message(rel: str) -> str:
