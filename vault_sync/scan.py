@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Literal
 
 from vault_sync.errors import VaultError
-from vault_sync.readers import NOT_A_FILE
 from vault_sync.paths import (
     classify,
     cloud_placeholder_of,
@@ -49,6 +48,7 @@ from vault_sync.paths import (
     resolve_in_vault,
     to_rel,
 )
+from vault_sync.readers import NOT_A_FILE
 from vault_sync.templates import NONE as NO_TEMPLATES
 from vault_sync.templates import Templates
 from vault_sync.templates import rules as template_rules
