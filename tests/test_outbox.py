@@ -485,6 +485,35 @@ async def test_a_queued_write_leaves_a_value_the_person_changed_since_and_writes
     assert "phase: launch" in written and "phase: gamma" not in written
 
 
+async def test_a_queued_forget_leaves_a_status_the_person_set_since(rt: Runtime, vault: Path) -> None:
+    """Review 22a: a follower's forget was queued; before the holder wrote it, the person set `status:
+    on-hold` in the note (without a server running); the drain wrote `status: archived` over it. A status the
+    person did not touch is archived as asked, however else they edited the note."""
+    note = await _atlas(rt, vault)
+    note.write_text(
+        note.read_text(encoding="utf-8").replace("type: Project", "type: Project\nstatus: active")
+    )
+    sync = rt.require_sync()
+    await sync.sync_path("Projects/Atlas.md")
+    sync.writable = False
+    await forget(rt, "Atlas")  # queued
+    note.write_text(note.read_text(encoding="utf-8").replace("status: active", "status: on-hold"))
+    sync.writable = True  # the next holder's drain, no watcher having seen the edit
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    assert "status: on-hold" in note.read_text(encoding="utf-8")
+    [atlas] = await rt.store.find_nodes("Atlas")
+    assert atlas.status == "active"  # the graph follows the note
+    sync.writable = False
+    await forget(rt, "Atlas")
+    note.write_text(note.read_text(encoding="utf-8") + "\nA paragraph the person added.\n", encoding="utf-8")
+    sync.writable = True
+    assert await outbox.drain(rt) == outbox.Drained(1, 0)
+    written = note.read_text(encoding="utf-8")
+    assert "status: archived" in written and "A paragraph the person added." in written
+    archived = await rt.store.get_node(atlas.id)
+    assert archived is not None and archived.status == "archived"
+
+
 async def test_a_row_waiting_on_a_broken_note_does_not_read_it_again_at_every_drain(
     rt: Runtime, vault: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -747,3 +776,12 @@ def test_a_relation_queued_by_an_older_version_with_its_link_text_still_decodes(
     change = decode("entity", payload)
     assert isinstance(change, EntityChange)
     assert [(r.rel_type, r.target_id, r.target_name) for r in change.relations] == [("USES", "t1", "Kafka")]
+
+
+def test_an_archive_queued_by_an_older_version_decodes_without_its_status() -> None:
+    from vault_sync.outbox import ArchiveChange, encode
+
+    old = decode("archive", json.dumps({"node_id": "n1", "name": "Atlas"}))
+    assert old == ArchiveChange("n1", "Atlas", None)  # applied as it was: no status to compare
+    new = ArchiveChange("n1", "Atlas", {"status": "active"})
+    assert decode("archive", encode(new)) == new

@@ -51,10 +51,13 @@ class EntityChange:
 
 @dataclass(frozen=True)
 class ArchiveChange:
-    """`engrama_forget` (archive): the note's `status:` line says `archived`."""
+    """`engrama_forget` (archive): the note's `status:` line says `archived`. `base` holds what the node's
+    `status` property was when the archive was queued ({"status": value or None}; None in a row of an older
+    version): a status the person set since is left as it is (review 22a)."""
 
     node_id: str
     name: str
+    base: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,11 @@ def encode(change: Change) -> str:
             "base": dict(change.base) if change.base is not None else None,
         }
     elif isinstance(change, ArchiveChange):
-        data = {"node_id": change.node_id, "name": change.name}
+        data = {
+            "node_id": change.node_id,
+            "name": change.name,
+            "base": dict(change.base) if change.base is not None else None,
+        }
     elif isinstance(change, TrashChange):
         data = {"node_id": change.node_id, "name": change.name, "path": change.path}
     elif isinstance(change, InsightWrite):
@@ -147,7 +154,8 @@ def decode(kind: str, payload: str) -> Change:
                 base=dict(data["base"]) if data.get("base") is not None else None,
             )
         if kind == ARCHIVE:
-            return ArchiveChange(data["node_id"], data["name"])
+            base = data.get("base")
+            return ArchiveChange(data["node_id"], data["name"], dict(base) if base is not None else None)
         if kind == TRASH:
             return TrashChange(data["node_id"], data["name"], data["path"])
         if kind == INSIGHT:

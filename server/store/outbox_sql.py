@@ -10,6 +10,7 @@ Synchronous functions on the raw connection, run through `GraphStore.read` / `Gr
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -105,10 +106,14 @@ def remember_and_queue(
 
 
 def archive_and_queue(conn: Any, node_id: str, name: str, now: str, reason: str, queue: bool) -> bool:
-    """Archive the node in the graph; with `queue`, also queue its note's `status: archived` line."""
+    """Archive the node in the graph; with `queue`, also queue its note's `status: archived` line, with the
+    status the node had (a status the person sets meanwhile wins: `services.outbox`)."""
+    row = conn.execute("select properties from nodes where id = ?", (node_id,)).fetchone()
+    held = json.loads(row["properties"] or "{}") if row is not None else {}
     changed = forget_sql.archive_in_graph(conn, node_id, now, reason)
     if queue:
-        enqueue(conn, ArchiveChange(node_id, name), now)
+        status = held.get("status") if isinstance(held, dict) else None
+        enqueue(conn, ArchiveChange(node_id, name, {"status": status}), now)
     return changed
 
 
