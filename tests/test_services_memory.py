@@ -363,3 +363,30 @@ async def test_a_folder_in_either_unicode_form_gives_its_label() -> None:
         canonical_label=lambda t: t,
     )
     assert note.label == "Meeting"
+
+
+async def test_an_entity_whose_note_became_a_link_to_another_note_gets_a_note_again(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 22b: Linky.md replaced by a symlink to Real/Target.md: remembering Linky said the file "holds
+    another note's engrama_id" and to call engrama_sync_note, which said the path was not a note; forever, also
+    after a restart."""
+    import os
+
+    from server.services.notesync import sync_note
+
+    (vault / "Real").mkdir()
+    (vault / "Real/Target.md").write_text("Target body.\n", encoding="utf-8")
+    (vault / "Linky.md").write_text("---\nstatus: draft\n---\nLinky body.\n", encoding="utf-8")
+    await rt.require_sync().sync_vault()
+    (vault / "Linky.md").unlink()
+    os.symlink("Real/Target.md", vault / "Linky.md")
+    await rt.require_sync().sync_vault()
+    done = await remember(rt, "Note", "Linky", observation="Still worth keeping.")
+    assert done.created and "Linky.md is now a link to another note" in done.message
+    assert "Still worth keeping." in (vault / done.path).read_text(encoding="utf-8")
+    assert (vault / "Real/Target.md").read_text(encoding="utf-8").endswith("Target body.\n")  # untouched
+    again = await remember(rt, "Note", "Linky", observation="And again.")
+    assert again.id == done.id and not again.created
+    with pytest.raises(ServiceError, match="is a link to the note 'Real/Target.md'"):
+        await sync_note(rt, "Linky.md")

@@ -45,6 +45,7 @@ from vault_sync.model import FileState
 from vault_sync.names import fold
 from vault_sync.notes import note_filename, render_new_note, update_note
 from vault_sync.outbox import QueuedRelation
+from vault_sync.paths import links_to_note
 from vault_sync.readers import OWED_ID
 from vault_sync.relations_block import add_relation
 from vault_sync.report import FAILED
@@ -357,6 +358,13 @@ def writes_notes(rt: Runtime) -> bool:
     return rt.sync is not None and rt.sync.writable
 
 
+async def _now_a_link(rt: Runtime, rel: str) -> bool:
+    """Whether the entity's note at `rel` has been replaced by a symlink to another note of the vault: that is
+    the other note under a second name, so the entity's own note is gone (review 22b: its id was looked for
+    there forever, and the advice to sync the path could not help)."""
+    return await asyncio.to_thread(links_to_note, rt.vault, rt.vault / rel)
+
+
 async def write_entity(
     rt: Runtime,
     label: str,
@@ -425,7 +433,8 @@ async def write_entity(
             except NotItsNote as exc:
                 not_its_note = exc
             found = await locate_entity_note(rt, existing)
-            if found is None and not_its_note is not None:
+            linked = not_its_note is not None and await _now_a_link(rt, existing.path)
+            if found is None and not_its_note is not None and not linked:
                 raise not_its_note
             if found is not None:
                 return await _write_found(rt, existing, found, properties, observation, relations, remove)
@@ -441,9 +450,10 @@ async def write_entity(
             fresh = identify.new_engrama_id()
             done = await _create(rt, fresh, label, existing.name, properties, observation, relations, True)
             gone = (
-                f"{existing.path} was deleted (it is neither in the vault nor in its trash), so this is a new "
-                "note with a new id; the old entity stays archived"
-            )
+                f"{existing.path} is now a link to another note"
+                if linked
+                else f"{existing.path} was deleted (it is neither in the vault nor in its trash)"
+            ) + ", so this is a new note with a new id; the old entity stays archived"
             return replace(done, message=f"{done.message}; {gone}")
         if (
             existing is not None

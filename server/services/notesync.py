@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from server.runtime import Runtime
 from server.services.errors import NoteNotFound, ServiceError
-from vault_sync.paths import conflict_original
+from vault_sync.paths import conflict_original, links_to_note
 from vault_sync.reconcile import Progress
 from vault_sync.report import FAILED, IGNORED, UNCHANGED, SyncReport
 
@@ -30,6 +32,10 @@ async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSyn
             f"{path!r} is a sync tool's conflict copy of {original!r}; engrama does not sync it as a note of its "
             f"own. Merge it into {original!r} in Obsidian and delete it"
         )
+    if outcome.action == IGNORED and (target := _linked_note(rt, outcome.path)) is not None:
+        raise ServiceError(
+            f"{path!r} is a link to the note {target!r}, which engrama syncs at its own path; sync {target!r}"
+        )
     if outcome.action == IGNORED:
         raise ServiceError(
             f"{path!r} is not a note: only .md files outside dot-folders (.obsidian, .trash, ...) are synced"
@@ -45,6 +51,14 @@ async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSyn
             "e.g. Projects/Engrama.md (engrama_search shows the paths of notes)"
         )
     return NoteSynced(outcome.path, outcome.action, outcome.id, outcome.inject_id, outcome.moved_from)
+
+
+def _linked_note(rt: Runtime, rel: str) -> str | None:
+    """The vault path of the note that `rel` is a symlink to (review 22b), else None."""
+    link = rt.vault / rel
+    if not links_to_note(rt.vault, link):
+        return None
+    return Path(os.path.relpath(os.path.realpath(link), os.path.realpath(rt.vault))).as_posix()
 
 
 async def sync_vault(
