@@ -7,8 +7,13 @@ its snippet, and status said the graph was in step).
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from server.live import live_sync
 from server.runtime import Runtime, open_runtime
@@ -140,8 +145,6 @@ def test_the_list_of_notes_not_synced_counts_only_those_still_broken() -> None:
 async def test_a_pipe_named_like_a_note_is_reported_and_stops_nothing(vault: Path, db_path: Path) -> None:
     """Review 22e: a FIFO named `pipe.md` appearing in the vault hung the running server's reader in open()
     until something wrote to it: the watcher's sync and every tool call after it waited forever."""
-    import os
-
     from server.services.notesync import sync_vault
     from server.services.remember import remember
 
@@ -158,3 +161,57 @@ async def test_a_pipe_named_like_a_note_is_reported_and_stops_nothing(vault: Pat
         assert [(e.path, "not a regular file" in e.error) for e in report.errors] == [("pipe.md", True)]
         written = await asyncio.wait_for(remember(rt, "Note", "Home", observation="Still writing."), 30)
         assert written.name == "Home" and "Still writing." in (vault / "Home.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="runs the server as another user (root and setpriv needed): root reads any file",
+)
+async def test_a_note_made_unreadable_stays_listed_through_a_whole_vault_sync() -> None:
+    """Review 22e: `chmod 000` changes neither a note's size nor its time, so a whole-vault pass skipped it as
+    unchanged and dropped it from `vault.attention.not_synced`, while it still could not be read. The server
+    runs as `nobody`, so the permission counts."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from tests.test_e2e_stdio import COMMAND, call, serve_args
+
+    base = Path(tempfile.mkdtemp(prefix="engrama-nobody-"))
+    try:
+        os.chmod(base, 0o755)
+        vault, db = base / "vault", base / "graph.db"
+        vault.mkdir()
+        (vault / "Secret.md").write_text("Secret words about the zebracorn.\n", encoding="utf-8")
+        (vault / "Other.md").write_text("Other words.\n", encoding="utf-8")
+        for path in (base, vault, *vault.iterdir()):
+            os.chown(path, 65534, 65534)
+        params = StdioServerParameters(
+            command="setpriv",
+            args=["--reuid=65534", "--regid=65534", "--clear-groups", str(COMMAND), *serve_args(vault, db)],
+            env={**os.environ, "ENGRAMA_SETTLE_SECONDS": "0", "HOME": str(base)},
+        )
+        with open(base / "server.log", "w", encoding="utf-8") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                await call(session, "engrama_sync_vault", {})
+                os.chmod(vault / "Secret.md", 0)
+
+                async def listed() -> dict[str, str]:
+                    vault_status = (await call(session, "engrama_status", {}))["vault"]
+                    entries = vault_status.get("attention", {}).get("not_synced", [])
+                    return {e["path"]: e["why"] for e in entries}
+
+                deadline = time.monotonic() + 30
+                while "Secret.md" not in await listed():  # the watcher's event for the change of mode
+                    assert time.monotonic() < deadline, await listed()
+                    await asyncio.sleep(0.1)
+                report = await call(session, "engrama_sync_vault", {})
+                assert "permission denied" in (await listed()).get("Secret.md", ""), report
+                os.chmod(vault / "Secret.md", 0o644)  # readable again: the next pass takes it off the list
+                await call(session, "engrama_sync_vault", {})
+                assert "Secret.md" not in await listed()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -294,13 +294,17 @@ class VaultSync:
             )  # older first: copies lose the id
             report.scanned = len(entries)
             todo: list[str] = []
+            # A note listed as not synced is read again whatever its size and time say: it may have become
+            # unreadable without changing either (`chmod 000`), and the pass would otherwise drop it from the
+            # list while it still cannot be read (review 22e).
+            listed = {path for path, _ in (await load_attention(self.graph)).unsynced}
             # Unchanged by size and time but another file (a vault copied or restored with its times): its new
             # inode is recorded, or every later move or rename of it looks like a copy of the note, and a
             # folder's rename archives its notes before bringing them back.
             moved_inodes: list[tuple[str, int]] = []
             for e in entries:
                 state = known.get(e.rel_path)
-                if not same_stat(state, e.size, e.mtime_ns):
+                if not same_stat(state, e.size, e.mtime_ns) or e.rel_path in listed:
                     todo.append(e.rel_path)
                 elif e.ino and state is not None and state.ino != e.ino:
                     moved_inodes.append((e.rel_path, e.ino))
