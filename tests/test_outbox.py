@@ -614,6 +614,33 @@ async def test_a_write_queued_when_every_server_is_gone_is_written_by_the_next_c
             assert await queued_rows(second) == []
 
 
+async def test_a_sync_command_says_which_queued_writes_it_could_not_apply(vault: Path, db_path: Path) -> None:
+    """Review 22a: a follower's write queued for a note made read-only since; `engrama-vault sync` took the
+    lease, could not write it, and printed "0 failed" with exit status 0 (a warning on stderr named the entity
+    by its id). It now says what still waits and why, and exits 1; once the note is writable, it lands."""
+    import os
+
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        rt.require_sync().writable = False  # a follower's write, and nobody left to apply it
+        await remember(rt, "Project", "Atlas", {}, "Queued for a locked note.")
+    os.chmod(atlas, 0o444)
+    command = [str(COMMAND), "sync", "--vault", str(vault), "--db", str(db_path)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "queued writes still waiting: 1" in done.stdout and "read-only" in done.stdout, done.stdout
+    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True)
+    assert json.loads(as_json.stdout)["queued_writes_waiting"]["count"] == 1
+    os.chmod(atlas, 0o644)
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0 and "queued writes" not in done.stdout, (done.stdout, done.stderr)
+    assert "Queued for a locked note." in text(vault, "Projects/Atlas.md")
+
+
 async def test_an_observation_drained_on_a_later_day_keeps_the_day_it_was_made(
     rt: Runtime, vault: Path
 ) -> None:
