@@ -367,7 +367,8 @@ async def test_a_note_whose_id_line_is_owed_or_refused_can_be_forgotten(vault: P
     note) changed nothing."""
     write(vault, "Projects/Fresh.md", b"---\ntype: Project\n---\nJust saved.\n")
     write(vault, "Projects/Json.md", b'---\n{"type": "Project"}\n---\nJSON frontmatter.\n')
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=600)) as rt:
+    # A settle window longer than the sync takes: the line is owed. The forget waits for it, as any write does.
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
         await rt.require_sync().sync_vault()
         fresh = (vault / "Projects/Fresh.md").read_bytes()
         assert b"engrama_id" not in fresh  # indexed, its line owed until the note is quiet

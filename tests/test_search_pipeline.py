@@ -52,6 +52,7 @@ def test_a_titles_own_brackets_stay_and_only_what_wraps_the_question_goes() -> N
     assert anchors.phrases('"Budget (draft)"?').whole == "budget (draft)"
     assert anchors.phrases("(Harbor Analytics)").whole == "harbor analytics"
     assert "dune (1965)" in anchors.phrases("why was Dune (1965) banned?").runs
+    assert "dune (1965)" in anchors.phrases("what did I note about [[Dune (1965)]]?").runs
     assert anchors.phrases("#harbor").bare == "harbor"  # looked up when the question as typed is no title
 
 
@@ -571,3 +572,5 @@ def test_explain_gives_the_step_that_found_a_note_not_recency() -> None:
     assert main_step(Candidate("a", {"graph": 0.0, "recency": 0.05})) == "graph"
     assert main_step(Candidate("a", {"note": 0.1, "time": 0.2, "recency": 0.05})) == "time"
     assert main_step(Candidate("a", {"recency": 0.05})) == "recency"
+    # A trace of fit to a date window (every note has some) is no reason: the words found it.
+    assert main_step(Candidate("a", {"note": 0.0, "passage": 0.0, "time": 0.0003, "recency": 0.04})) == "text"

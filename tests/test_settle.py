@@ -365,7 +365,7 @@ async def test_a_tool_writing_a_note_still_owed_its_id_writes_the_id_it_was_inde
     (vault / "Concepts").mkdir()
     note = vault / "Concepts" / "Topic.md"
     note.write_text("---\ntype: Concept\n---\nJust saved by the person.\n", encoding="utf-8")
-    settings = Settings(vault=vault, db_path=db_path, watch=False, settle=30)
+    settings = Settings(vault=vault, db_path=db_path, watch=False, settle=2)  # the remember waits the rest
     async with open_runtime(settings) as rt:
         first = await rt.require_sync().sync_path("Concepts/Topic.md")
         assert first.id_owed and read_id(note.read_bytes()) is None
@@ -555,3 +555,34 @@ def test_the_git_lock_is_found_from_the_vault_in_a_repository_a_worktree_or_none
     assert git_lock(worktree) is None  # the main tree's lock is not this worktree's
     (repo / ".git" / "worktrees" / "wt" / "index.lock").write_bytes(b"")
     assert git_lock(worktree) == repo / ".git" / "worktrees" / "wt" / "index.lock"
+
+
+async def test_remembering_a_person_into_the_empty_note_just_made_for_them_makes_no_second_note(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 22f: an empty note a moment old gets no node yet (it may be Obsidian's Untitled.md about to be
+    renamed); remember found it by its name, saw no node, and wrote `People/Alice Marr 2.md` beside it."""
+    (vault / "People").mkdir()
+    (vault / "People/Alice Marr.md").write_bytes(b"")  # made by the person a moment ago, empty
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        await rt.require_sync().sync_vault()
+        done = await remember(rt, "Person", "Alice Marr", observation="Leads the audit.")
+    assert done.path == "People/Alice Marr.md" and sorted(p.name for p in (vault / "People").iterdir()) == [
+        "Alice Marr.md"
+    ]
+    assert "Leads the audit." in (vault / "People/Alice Marr.md").read_text(encoding="utf-8")
+
+
+async def test_a_tool_call_on_a_note_engrama_just_created_does_not_wait_for_quiet(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 22f: remember made a new note and a relate right after waited the whole settle window: the new
+    note was not recorded as engrama's own write."""
+    from server.services.relate import relate
+
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=30)) as rt:
+        await remember(rt, "Project", "Heron", observation="A field guide app.")
+        started = time.monotonic()
+        await relate(rt, "Heron", "USES", "SQLite", target_label="Technology")
+        assert time.monotonic() - started < 10  # not the 30 s window
+    assert "SQLite" in (vault / "Projects/Heron.md").read_text(encoding="utf-8")

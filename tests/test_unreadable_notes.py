@@ -215,3 +215,20 @@ async def test_a_note_made_unreadable_stays_listed_through_a_whole_vault_sync() 
                 assert "Secret.md" not in await listed()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+async def test_a_socket_named_like_a_note_is_said_to_be_no_file(vault: Path, db_path: Path) -> None:
+    """Review 22f: a socket cannot be opened at all (ENXIO), and the raw errno was the answer."""
+    import socket
+
+    from server.services.errors import ServiceError
+    from server.services.notesync import sync_note
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(vault / "Sock.md"))
+        async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+            with pytest.raises(ServiceError, match="not a regular file"):
+                await sync_note(rt, "Sock.md")
+    finally:
+        listener.close()

@@ -188,7 +188,11 @@ class NoteReader:
             if known is not None:  # a folder took the note's name: the note is gone (`scan.presence` agrees)
                 return NoteRead(rel, missing=True)
             return NoteRead(rel, error="is a folder whose name ends in .md; rename it")
-        except (OSError, VaultError) as exc:
+        except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket: no open at all (review 22f)
+                return NoteRead(rel, error=NOT_A_FILE)
+            return NoteRead(rel, error=describe(exc))
+        except VaultError as exc:
             return NoteRead(rel, error=describe(exc))
         state = FileState(rel, stat.st_size, stat.st_mtime_ns, sha256_hex(data), None, stat.st_ino)
         if known is not None and known.checksum == state.checksum:

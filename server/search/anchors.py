@@ -70,10 +70,13 @@ def phrases(question: str, when_words: frozenset[str] = frozenset()) -> Phrases:
             spaced = fold(" ".join(w.group() for w in words[i : j + 1]))
             if not _can_anchor(spaced) or _only_when(spaced, when_words):
                 continue
+            # Each closing character after the last word may be the name's own or what wraps it: "Dune (1965)"
+            # inside `[[Dune (1965)]]` (review 22f), so every length is looked up.
+            spelled = {fold(text[first.start() : last.end()])}
             end = last.end()
             while end < len(text) and text[end] in _CLOSING:
                 end += 1
-            spelled = {fold(text[first.start() : last.end()]), fold(text[first.start() : end])}
+                spelled.add(fold(text[first.start() : end]))
             capital = i == j and i > 0 and first.group()[0].isupper() and not _starts_sentence(text, first)
             for phrase in spelled | {spaced}:
                 runs[phrase] = runs.get(phrase, False) or capital

@@ -213,7 +213,15 @@ def main_step(c: Candidate) -> str:
     if not found_by:
         return "recency" if totals else "text"
     order = {step: i for i, step in enumerate(dict.fromkeys(STEP_OF_SIGNAL.values()))}
-    return min(found_by, key=lambda s: (-found_by[s], order.get(s, len(order)), s))
+    # A trace of a signal (a date far outside the window still fits a little) is no reason either (review
+    # 22f): below NEGLIGIBLE, the first step of the pipeline that gave the note a signal is named.
+    counted = {step: total for step, total in found_by.items() if total >= NEGLIGIBLE} or {
+        step: 0.0 for step in found_by
+    }
+    return min(counted, key=lambda s: (-counted[s], order.get(s, len(order)), s))
+
+
+NEGLIGIBLE = 0.01  # a hundredth of the best text score: less than recency's near-tie breaker
 
 
 def ranked(found: Mapping[str, Candidate]) -> list[Candidate]:
