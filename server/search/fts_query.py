@@ -18,6 +18,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from server.store.cjk import has_cjk, spaced
+
 MAX_TOKENS = 64  # bm25 over more OR-ed terms costs time and adds nothing a person typed on purpose
 
 
@@ -89,9 +91,12 @@ def _search_words(question: str) -> Iterator[str]:
     # case the simple way and would never match "strasse" for a stored "straße".
     text = unicodedata.normalize("NFC", question).lower()
     for match in _token_pattern().finditer(text):
-        token = match.group()
-        if token not in STOPWORDS and (len(token) > 1 or token.isdigit()):
-            yield token
+        word = match.group()
+        # Chinese, Japanese and Korean runs are searched by their character pairs, as they are indexed
+        # (`server.store.cjk`); a single such character is a word.
+        for token in spaced(word).split() if has_cjk(word) else (word,):
+            if token not in STOPWORDS and (len(token) > 1 or token.isdigit() or has_cjk(token)):
+                yield token
 
 
 def quote_token(token: str) -> str:

@@ -475,6 +475,11 @@ M017_NOTE_EXTRAS = """
 M018_PROPERTY_WORDS = """
         update files set checksum = 'read-again-m018', size = -1 where checksum != 'owed-id';
 """
+# Chinese, Japanese and Korean text is indexed as pairs of characters (`server.store.cjk`: a run of such
+# characters was one token, found by nothing but the whole run). The rows holding such text are taken out and
+# put back in the new form by `passages_sql.respace_cjk_rows`; no other row changes. No statement of its own.
+M019_CJK_PAIRS = """
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -495,12 +500,14 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (16, "m016_node_changes", M016_NODE_CHANGES),
     (17, "m017_note_extras", M017_NOTE_EXTRAS),
     (18, "m018_property_words", M018_PROPERTY_WORDS),
+    (19, "m019_cjk_pairs", M019_CJK_PAIRS),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {
     10: passages_sql.fill_note_rows,
     11: lambda conn: sync_sql.compose_names(conn, utc_now()),
     13: nodes_sql.refresh_note_days,
+    19: passages_sql.respace_cjk_rows,
 }
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import sqlean
 
+from server.store.cjk import has_cjk, spaced
 from vault_sync.chunking import HEADING_SEPARATOR, repeated_prefix
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def unindex_passages(conn: Any, passages: Sequence[tuple[int, str, str, str | No
     try:
         conn.executemany(
             "insert into chunks_fts (chunks_fts, rowid, title, heading, text) values ('delete', ?, ?, ?, ?)",
-            [p for p in passages if p[3] is not None],
+            [(p[0], spaced(p[1]), spaced(p[2]), spaced(p[3])) for p in passages if p[3] is not None],
         )
     except sqlean.OperationalError as exc:
         if "contentless_delete" not in str(exc):
@@ -180,7 +181,10 @@ def stage_passages(conn: Any, rows: Sequence[tuple[int, str, str, str]]) -> None
         "create temp table if not exists passage_stage "
         "(id integer primary key, title text, heading text, text text)"
     )
-    conn.executemany("insert or replace into temp.passage_stage values (?, ?, ?, ?)", rows)
+    conn.executemany(
+        "insert or replace into temp.passage_stage values (?, ?, ?, ?)",
+        [(i, spaced(title), spaced(heading), spaced(text)) for i, title, heading, text in rows],
+    )
 
 
 def index_staged(conn: Any) -> None:
@@ -260,7 +264,7 @@ def unindex_notes(conn: Any, node_ids: Sequence[str], bodies: Mapping[str, str] 
     texts = {**known, **stored_note_texts(conn, [n for _, n, _ in rows if n not in known])}
     conn.executemany(
         "insert into notes_fts (notes_fts, rowid, name, body) values ('delete', ?, ?, ?)",
-        [(doc, name, texts[node_id]) for doc, node_id, name in rows],
+        [(doc, spaced(name), spaced(texts[node_id])) for doc, node_id, name in rows],
     )
     conn.executemany("update note_docs set name = null where doc = ?", [(doc,) for doc, _, _ in rows])
 
@@ -295,3 +299,45 @@ def fill_note_rows(conn: Any) -> None:
             [(r[0], r[2], note_text(passages[r[1]])) for r in part],
         )
         conn.executemany("update note_docs set name = ? where doc = ?", [(r[2], r[0]) for r in part])
+
+
+def respace_cjk_rows(conn: Any) -> None:
+    """Migration 19's step: the index rows holding Chinese, Japanese or Korean text go out with the tokens they
+    went in with (each run of such characters whole) and come back as the indexes now take them
+    (`server.store.cjk.spaced`). Rows of other text are left as they are."""
+    for part in _batches([r[0] for r in conn.execute("select node_id from note_docs order by node_id")]):
+        texts = passages_by_note(conn, part)
+        marks = ",".join("?" * len(part))
+        passages = [
+            (chunk_id, title, heading, text)
+            for chunk_id, node_id, ordinal, title, heading in conn.execute(
+                f"select id, node_id, ordinal, title, heading from chunks where node_id in ({marks})", part
+            )
+            if (text := texts.get(node_id, {}).get(ordinal)) is not None
+            and (has_cjk(title) or has_cjk(heading) or has_cjk(text))
+        ]
+        conn.executemany(
+            "insert into chunks_fts (chunks_fts, rowid, title, heading, text) values ('delete', ?, ?, ?, ?)",
+            passages,
+        )
+        conn.executemany(
+            "insert into chunks_fts (rowid, title, heading, text) values (?, ?, ?, ?)",
+            [(i, spaced(title), spaced(heading), spaced(text)) for i, title, heading, text in passages],
+        )
+        rows = conn.execute(
+            f"select doc, node_id, name from note_docs where node_id in ({marks}) and name is not null", part
+        ).fetchall()
+        bodies = stored_note_texts(conn, [r[1] for r in rows])
+        notes = [(r[0], r[2], bodies[r[1]]) for r in rows if has_cjk(r[2]) or has_cjk(bodies[r[1]])]
+        conn.executemany(
+            "insert into notes_fts (notes_fts, rowid, name, body) values ('delete', ?, ?, ?)", notes
+        )
+        conn.executemany(
+            "insert into notes_fts (rowid, name, body) values (?, ?, ?)",
+            [(doc, spaced(name), spaced(body)) for doc, name, body in notes],
+        )
+
+
+def _batches(items: Sequence[str], size: int = 500) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from server.store import passages_sql
+from server.store.cjk import spaced
 from server.store.nodes_sql import moment_width, valid_on
 
 # bm25 column weights. The title repeats on every passage and carries the note's name and date, so a title
@@ -89,7 +90,10 @@ def index_note_docs(conn: Any, docs: Sequence[tuple[str, str, str]]) -> None:
     conn.execute(
         "create temp table if not exists note_stage (node_id text primary key, name text, body text)"
     )
-    conn.executemany("insert or replace into temp.note_stage values (?, ?, ?)", docs)
+    conn.executemany(
+        "insert or replace into temp.note_stage values (?, ?, ?)",
+        [(node_id, spaced(name), spaced(body)) for node_id, name, body in docs],
+    )
     conn.execute(
         "insert into notes_fts (rowid, name, body) "
         "select d.doc, s.name, s.body from temp.note_stage s join note_docs d on d.node_id = s.node_id"
