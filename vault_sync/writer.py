@@ -1198,7 +1198,7 @@ def _conflict_copy(real: Path, data: bytes) -> Path:
     try:
         for copy in _beside(real):
             try:
-                _link_new(tmp, copy, copy.name, data)
+                _link_new(tmp, copy, copy.name)
                 return copy
             except NoteExists:
                 continue
