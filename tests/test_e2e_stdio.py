@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +52,18 @@ def serve_args(vault: Path, db_path: Path) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def synced_session(
-    vault: Path, db_path: Path, tmp_path: Path, env: dict[str, str] | None = None, embedder: str = "none"
+    vault: Path,
+    db_path: Path,
+    tmp_path: Path,
+    env: dict[str, str] | None = None,
+    embedder: str = "none",
+    wrap: Sequence[str] = (),
 ) -> AsyncIterator[ClientSession]:
-    """A session with the installed server on `vault` over stdio (with `env` added to its environment and the
-    `embedder` provider), initialized, once engrama_sync_vault ran; its stderr goes to tmp_path/stderr.log."""
-    args = [*serve_args(vault, db_path)[:-1], embedder]
-    params = StdioServerParameters(command=str(COMMAND), args=args, env=env)
+    """A session with the installed server on `vault` over stdio (with `env` as its environment, the `embedder`
+    provider, and run through the command `wrap` when given), initialized, once engrama_sync_vault ran; its
+    stderr goes to tmp_path/stderr.log."""
+    command = [*wrap, str(COMMAND), *serve_args(vault, db_path)[:-1], embedder]
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     with open(tmp_path / "stderr.log", "w", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),

@@ -174,46 +174,33 @@ async def test_a_note_made_unreadable_stays_listed_through_a_whole_vault_sync(
     """Review 22e: `chmod 000` changes neither a note's size nor its time, so a whole-vault pass skipped it as
     unchanged and dropped it from `vault.attention.not_synced`, while it still could not be read. As root, the
     server runs without the capabilities that let root read any file, so the permission counts."""
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    from tests.test_e2e_stdio import COMMAND, call, serve_args
+    from tests.test_e2e_stdio import call, synced_session
 
     (vault / "Secret.md").write_text("Secret words about the zebracorn.\n", encoding="utf-8")
     (vault / "Other.md").write_text("Other words.\n", encoding="utf-8")
-    command = [str(COMMAND), *serve_args(vault, db_path)]
-    if ROOT:
-        command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", *command]
-    params = StdioServerParameters(
-        command=command[0], args=command[1:], env={**os.environ, "ENGRAMA_SETTLE_SECONDS": "0"}
-    )
+    wrap = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if ROOT else []
+    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": "0"}
     try:
-        with open(tmp_path / "server.log", "w", encoding="utf-8") as errlog:
-            async with (
-                stdio_client(params, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                await call(session, "engrama_sync_vault", {})
-                os.chmod(vault / "Secret.md", 0)
+        async with synced_session(vault, db_path, tmp_path, env=env, wrap=wrap) as session:
+            os.chmod(vault / "Secret.md", 0)
 
-                async def listed() -> dict[str, str]:
-                    vault_status = (await call(session, "engrama_status", {}))["vault"]
-                    entries = vault_status.get("attention", {}).get("not_synced", [])
-                    return {e["path"]: e["why"] for e in entries}
+            async def listed() -> dict[str, str]:
+                vault_status = (await call(session, "engrama_status", {}))["vault"]
+                entries = vault_status.get("attention", {}).get("not_synced", [])
+                return {e["path"]: e["why"] for e in entries}
 
-                deadline = time.monotonic() + 30
-                while "Secret.md" not in await listed():  # the watcher's event for the change of mode
-                    assert time.monotonic() < deadline, await listed()
-                    await asyncio.sleep(0.1)
-                report = await call(session, "engrama_sync_vault", {})
-                assert "permission denied" in (await listed()).get("Secret.md", ""), report
-                os.chmod(vault / "Secret.md", 0o644)  # readable again: the next pass takes it off the list
-                await call(session, "engrama_sync_vault", {})
-                assert "Secret.md" not in await listed()
+            deadline = time.monotonic() + 30
+            while "Secret.md" not in await listed():  # the watcher's event for the change of mode
+                assert time.monotonic() < deadline, await listed()
+                await asyncio.sleep(0.1)
+            report = await call(session, "engrama_sync_vault", {})
+            assert "permission denied" in (await listed()).get("Secret.md", ""), report
+            os.chmod(vault / "Secret.md", 0o644)  # readable again: the next pass takes it off the list
+            await call(session, "engrama_sync_vault", {})
+            assert "Secret.md" not in await listed()
     finally:
         os.chmod(vault / "Secret.md", 0o644)
-        print((tmp_path / "server.log").read_text(encoding="utf-8")[-3000:])
+        print((tmp_path / "stderr.log").read_text(encoding="utf-8")[-3000:])
 
 
 async def test_a_socket_named_like_a_note_is_said_to_be_no_file(vault: Path, db_path: Path) -> None:
