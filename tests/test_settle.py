@@ -21,7 +21,7 @@ from server.runtime import Runtime, note_rules, open_runtime
 from server.services.remember import remember
 from server.settings import Settings
 from server.store import GraphStore
-from tests.test_e2e_stdio import COMMAND, call, error_of, serve_args
+from tests.test_e2e_stdio import COMMAND, call, serve_args
 from tests.test_live import eventually
 from vault_sync.debounce import LiveReconciler
 from vault_sync.identify import read_id
@@ -102,10 +102,7 @@ async def test_a_note_created_the_obsidian_way_keeps_every_keystroke_and_gets_on
         untitled, titled = vault / "Untitled.md", vault / "Garden plan.md"
         untitled.write_bytes(b"")  # Obsidian's new note
         await asyncio.sleep(0.5)
-        # Not a node yet (review 22b: the rename would leave it behind, archived): it is empty and new.
-        assert "is empty and was made a moment ago" in await error_of(
-            session, "engrama_sync_note", {"path": "Untitled.md"}
-        )
+        await call(session, "engrama_sync_note", {"path": "Untitled.md"})
         os.rename(untitled, titled)  # the title is typed
         await asyncio.sleep(0.3)
         typed, ids = "", set()
@@ -135,9 +132,10 @@ async def test_a_note_created_the_obsidian_way_keeps_every_keystroke_and_gets_on
 async def test_a_new_note_renamed_and_filled_at_once_leaves_no_untitled_entity_behind(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
-    """Review 22b: Obsidian's empty `Untitled.md` got a node of its own at once; renamed and filled in one go
-    (the rename is not followed: the file has other bytes by then), that node was archived and stayed, and the
-    brief said "archived: Untitled" and "deleted: Untitled" for a note the person only created."""
+    """Review 22b: Obsidian's empty `Untitled.md` gets a node of its own at once; renamed and filled in one go,
+    the rename was not followed (the file had other bytes by then): that node was archived and stayed, and the
+    brief said "archived: Untitled" and "deleted: Untitled" for a note the person only created. An empty note's
+    node follows its file (the same inode) whatever it holds after the rename."""
     async with holder_session(vault, db_path, tmp_path) as session:
         await session.call_tool("engrama_brief", {})  # the brief's starting point
         untitled, titled = vault / "Untitled.md", vault / "Idea One.md"
@@ -188,16 +186,33 @@ async def test_a_note_renamed_before_its_id_line_is_written_keeps_its_node(
     sync = engine(vault, store, settle=30)
     first = await sync.sync_path("Untitled.md")
     assert first.id_owed and read_id(untitled.read_bytes()) is None
-    # An empty new note gets no node while it may still be renamed and filled (review 22b).
-    assert (first.id is None) == (not typed_first)
     os.rename(untitled, titled)
     moved = await sync.sync_path("Otters.md")  # the watcher hands a move over destination first
     gone = await sync.sync_path("Untitled.md")
     assert moved.id == first.id and gone.action != "archived"
-    if not typed_first:
-        assert await _nodes(store) == []
-        sync.settle = 0  # it stayed empty for the window: an empty note of that name, found by its name
-        moved = await sync.sync_path("Otters.md")
+    assert await _nodes(store) == [("Otters", "Otters.md", "active")]
+
+
+@pytest.mark.parametrize("whole_pass", [False, True])
+async def test_an_empty_note_renamed_and_filled_before_it_was_read_again_keeps_its_node(
+    vault: Path, store: GraphStore, whole_pass: bool
+) -> None:
+    """Reviews 22b, 22h: the renamed `Untitled.md` holds the first words by the time it is read (saved at once
+    after the rename, or while no server ran): its size and time differ from the empty file's, the rename was
+    not followed, and an archived "Untitled" stayed. The node of an empty note follows its file."""
+    untitled, titled = vault / "Untitled.md", vault / "Otters.md"
+    untitled.write_bytes(b"")
+    sync = engine(vault, store, settle=30)
+    first = await sync.sync_path("Untitled.md")
+    assert first.id is not None and first.id_owed
+    os.rename(untitled, titled)
+    with open(titled, "r+b") as editor:
+        editor.write(b"Quick thought about otters.\n")
+    if whole_pass:  # the catch-up at the next start
+        await sync.sync_vault()
+    else:  # the watcher's events
+        assert (await sync.sync_path("Otters.md")).id == first.id
+        await sync.sync_path("Untitled.md")
     assert await _nodes(store) == [("Otters", "Otters.md", "active")]
 
 

@@ -169,7 +169,6 @@ class VaultSync:
         # Paths whose note would take over its path's node: when that was first seen, and the checksum then
         # (`_takeover_wait`).
         self._takeovers: dict[str, tuple[float, str]] = {}
-        self._take_now: set[str] = set()  # `sync_path(now=True)`: an empty new note's node is not deferred
 
     @property
     def writable(self) -> bool:
@@ -203,22 +202,11 @@ class VaultSync:
             for outcome in await self._settle_batch(reads, known, dry_run):
                 report.add(outcome)
 
-    async def sync_path(
-        self, rel: str, *, dry_run: bool = False, later: Later | None = None, now: bool = False
-    ) -> NoteOutcome:
+    async def sync_path(self, rel: str, *, dry_run: bool = False, later: Later | None = None) -> NoteOutcome:
         """Reconcile one vault-relative path (created, changed, or gone). With `later`, a note that would take
         over its path's node (or may be a copy) is put there for `settle_later`, and the outcome says
-        "unchanged" for now. With `now`, an empty note made a moment ago gets its node at once (a tool has
-        found it by the name it is writing: it is that entity's note, whatever rename may follow)."""
+        "unchanged" for now."""
         rel = vault_path(self.root, rel)  # refuses paths that leave the vault; "P\\N.md" is "P/N.md"
-        if now:
-            self._take_now.add(rel)
-        try:
-            return await self._sync_path(rel, dry_run, later)
-        finally:
-            self._take_now.discard(rel)
-
-    async def _sync_path(self, rel: str, dry_run: bool, later: Later | None) -> NoteOutcome:
         async with self._lock:
             known = await self.graph.file_state(rel)
             if rel not in await asyncio.to_thread(self._own_notes, [rel]):
@@ -550,14 +538,6 @@ class VaultSync:
                 # graph as it was and look again once the write had time to land.
                 self._defer(read.path, self.settle - quiet)
                 return NoteOutcome(read.path, UNCHANGED, id=owner)
-            if read.blank and owner is None and quiet < self.settle and read.path not in self._take_now:
-                # An empty note at a path the graph does not know, made a moment ago: Obsidian's new
-                # `Untitled.md` before its title is typed (it is renamed and filled at once), or a known note half
-                # way through an in-place save when its folder was just renamed. A node now would be left behind,
-                # archived, by that rename and listed in the brief as deleted (review 22b). It gets one once it
-                # has stayed empty for the settle window, or as soon as it holds words.
-                self._defer(read.path, self.settle - quiet)
-                return NoteOutcome(read.path, UNCHANGED, id_owed=True)
             if owner is None and not self.writable:
                 # Only the lease holder names new notes: two processes inventing ids for one note would race.
                 return NoteOutcome(read.path, FAILED, error=WAITING_FOR_HOLDER)
@@ -618,7 +598,11 @@ class VaultSync:
                 or old.node_id in claimed
                 # A rename keeps a file's size and modification time; an inode number alone is no identity: a
                 # file deleted frees it, and a new, unrelated note may get it at once (ext4 does; review 18c).
-                or (old.size, old.mtime_ns) != (state.size, state.mtime_ns)
+                # Unless the note was empty: Obsidian renames its new `Untitled.md` and saves the first words
+                # at once (or while no server runs), so the renamed file holds more than was read; an empty
+                # note's node holds no words and no id line to lose (reviews 22b, 22h: an archived "Untitled"
+                # stayed, and the brief called it deleted).
+                or ((old.size, old.mtime_ns) != (state.size, state.mtime_ns) and old.size != 0)
             ):
                 continue
             ref = (await self.graph.nodes_by_ids([old.node_id])).get(old.node_id)

@@ -702,10 +702,8 @@ async def _create(
 async def _note_is_entity(rt: Runtime, rel: str, label: str, name: str) -> str | None:
     """The node id of the note at `rel` when it is the entity `label` + `name`, else None. A note whose entity
     was purged from the graph (the note kept) is read again: the name remembered anew is that note (review
-    21c: it got a second note, `Name 2.md`, beside the person's). An empty note the person made a moment ago
-    under that name is taken at once (review 22f: its node waited for the settle window, and the entity got a
-    second note)."""
-    outcome = await rt.require_sync().sync_path(rel, now=True)
+    21c: it got a second note, `Name 2.md`, beside the person's)."""
+    outcome = await rt.require_sync().sync_path(rel)
     if (
         outcome.id
         and await rt.store.get_node(outcome.id) is None

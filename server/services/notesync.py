@@ -40,11 +40,6 @@ async def sync_note(rt: Runtime, path: str, *, dry_run: bool = False) -> NoteSyn
         raise ServiceError(
             f"{path!r} is not a note: only .md files outside dot-folders (.obsidian, .trash, ...) are synced"
         )
-    if outcome.action == UNCHANGED and outcome.id is None and outcome.id_owed:
-        raise ServiceError(
-            f"{path} is empty and was made a moment ago (a new note whose title is being typed, or a save "
-            "half way): it is synced once it holds words, or once it has stayed empty for a few seconds"
-        )
     if outcome.action == UNCHANGED and outcome.id is None:
         raise NoteNotFound(
             f"there is no note at {path!r}; give the vault-relative path of an existing note, "
