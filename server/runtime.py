@@ -88,12 +88,15 @@ class Runtime:
         the person is still typing) and git is not rewriting the vault, and otherwise refuses with `NoteBusy`,
         writing nothing. An empty note is written once the graph has read it empty (`seen`). A note holding a save a sync tool brought from
         another computer is written once that save is ARRIVED_QUIET old, as an id line is (the person may still
-        be typing there). None when no settle window is set."""
+        be typing there). The write is kept a moment against an editor saving an older copy over it
+        (`writer.kept_edit`). None when no settle window is set."""
         if self.sync is None or self.sync.settle <= 0:
             return None
         state = await self.store.file_state(rel)
         seen = (state.size, state.mtime_ns) if state is not None else None
-        return Quiet(self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE, brought=ARRIVED_QUIET)
+        return Quiet(
+            self.sync.settle, seen, self.sync.settle + WAIT_BEYOND_SETTLE, brought=ARRIVED_QUIET, keep=True
+        )
 
 
 async def remove_leftovers(vault: Path, store: GraphStore) -> None:

@@ -109,3 +109,44 @@ async def test_a_queued_write_waits_until_the_person_stops_typing(
 
 async def _drained(session: ClientSession) -> bool:
     return (await call(session, "engrama_status", {}))["vault"]["outbox"]["waiting"] == 0
+
+
+async def test_a_write_an_editor_saves_its_older_copy_over_is_made_again_on_top(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> None:
+    """Review 22g: the person typed a moment before the tool's write, and the editor had not saved yet (Obsidian
+    saves ~2 s after a keystroke): the note on disk was quiet, the write landed and was reported, and the
+    editor's save of its buffer (which never held the write) wiped it. A save of the note that lacks a tool's
+    change made a moment ago has the change made again, on top of what the person typed."""
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": SETTLE}
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await eventually(lambda: "engrama_id:" in atlas.read_text(encoding="utf-8"), 20, "Atlas's id line")
+        await asyncio.sleep(float(SETTLE) + 0.5)  # the note has been left alone
+        buffer = atlas.read_text(encoding="utf-8") + "A sentence typed, not saved yet.\n"  # the editor's
+        done = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Atlas", "observation": "Told between a keystroke and its save."},
+        )
+        assert done["name"] == "Atlas" and "Told between" in atlas.read_text(encoding="utf-8")
+        await asyncio.sleep(0.5)
+        with open(atlas, "r+", encoding="utf-8") as editor:  # the autosave of the older buffer, in place
+            editor.truncate(0)
+            editor.write(buffer)
+
+        def both() -> bool:
+            text = atlas.read_text(encoding="utf-8")
+            return "A sentence typed, not saved yet." in text and "Told between a keystroke" in text
+
+        await eventually(both, 20, "the write made again on top of the person's text")
+
+        async def found() -> bool:
+            hits = await call(session, "engrama_search", {"query": "keystroke"})
+            return [r["name"] for r in hits["results"]][:1] == ["Atlas"]
+
+        await eventually(found, 20, "the graph in step with the note")
+    final = atlas.read_text(encoding="utf-8")
+    assert final.count("Told between a keystroke and its save.") == 1 and final.count("engrama_id:") == 1

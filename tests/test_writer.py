@@ -444,3 +444,40 @@ def test_a_note_engrama_created_is_not_taken_for_one_a_sync_tool_brought(
     quiet = Quiet(settle=0.5, seen=(st.st_size, st.st_mtime_ns), wait=1.0, brought=ARRIVED_QUIET)
     edit_note(vault, "Projects/New.md", append(b"fact\n"), quiet=quiet)
     assert note.read_bytes() == b"# New\nfact\n" and created.changed
+
+
+def test_a_tool_write_saved_over_by_an_older_copy_is_given_back_but_a_change_made_on_top_of_it_stays(
+    tmp_path: Path,
+) -> None:
+    """Review 22g: a save of the editor's older buffer (typed before the write, saved after it) wiped a tool's
+    write. For a moment after the write, such a save gives back the write's edit to be made again; a save made
+    on top of the write (the person changing the value the tool set) is the person's and gives nothing back."""
+    from vault_sync.notes import update_note
+    from vault_sync.writer import Quiet, kept_edit
+
+    note = tmp_path / "Atlas.md"
+    before = b"---\nengrama_id: 01a2\nstatus: active\n---\nAtlas is our build system.\n"
+    note.write_bytes(before)
+    old = note.stat().st_mtime - 60
+    os.utime(note, (old, old))  # left alone a minute ago
+
+    def paused(data: bytes) -> bytes:
+        return update_note(
+            data, properties={"status": "paused"}, observation="Paused for Q3.", today="2026-11-27"
+        )
+
+    edit_note(tmp_path, "Atlas.md", paused, quiet=Quiet(settle=1.0, wait=0.5, keep=True))
+    written = note.read_bytes()
+    assert b"status: paused" in written and b"Paused for Q3." in written
+    assert kept_edit(tmp_path, "Atlas.md") is None  # as written: nothing lost
+    note.write_bytes(before + b"A line typed before the write, saved after it.\n")  # the older buffer
+    again = kept_edit(tmp_path, "Atlas.md")
+    assert again is not None
+    redone = again(note.read_bytes())
+    assert b"status: paused" in redone and b"Paused for Q3." in redone and b"saved after it." in redone
+    note.write_bytes(written.replace(b"status: paused", b"status: done"))  # the person's own change on top
+    assert kept_edit(tmp_path, "Atlas.md") is None
+    note.write_bytes(before + b"Another older copy.\n")
+    edit_note(tmp_path, "Atlas.md", lambda d: d, quiet=None)  # nothing: a later plain read changes nothing
+    writer._KEPT.clear()  # the moment has passed
+    assert kept_edit(tmp_path, "Atlas.md") is None

@@ -270,6 +270,7 @@ class LiveReconciler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self.sync.stop_writing_again()
 
     async def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until nothing is pending and no reconcile runs; raises TimeoutError after `timeout` seconds."""

@@ -10,6 +10,7 @@ sync in a worker process (`reader_process.py`), pipelined with the database appl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -48,7 +49,7 @@ from vault_sync.report import (
     SyncReport,
 )
 from vault_sync.scan import presence, scan_vault, vault_is_empty
-from vault_sync.writer import NoteBusy
+from vault_sync.writer import KEEP_EXTRA, KEEP_TIMES, NoteBusy, Quiet, edit_note, keeping, kept_edit
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
@@ -169,6 +170,7 @@ class VaultSync:
         # Paths whose note would take over its path's node: when that was first seen, and the checksum then
         # (`_takeover_wait`).
         self._takeovers: dict[str, tuple[float, str]] = {}
+        self._again: set[asyncio.Task[None]] = set()  # tool writes being made again (`_write_again`)
 
     @property
     def writable(self) -> bool:
@@ -458,6 +460,12 @@ class VaultSync:
                 outcomes.append(prepared)
         applies = [o for o in outcomes if isinstance(o, _Apply)]
         created = await self.graph.apply_notes([a.update for a in applies]) if applies else []
+        if not dry_run and self.writable and keeping():
+            for read in reads:
+                if read.state is not None and (
+                    edit := await asyncio.to_thread(kept_edit, self.root, read.path)
+                ):
+                    self._write_again(read.path, edit)
         flags = dict(zip((id(a) for a in applies), created, strict=True))
         done = [o if isinstance(o, NoteOutcome) else o.outcome(flags[id(o)]) for o in outcomes]
         # A path gone is archived once the batch's notes are applied: a note renamed or moved within the batch
@@ -651,6 +659,42 @@ class VaultSync:
             return 0.0
         self._takeovers[read.path] = (since, checksum)
         return self.settle - (now - since)
+
+    def _write_again(self, rel: str, edit: Callable[[bytes], bytes]) -> None:
+        """A tool's write into `rel` was saved over by an editor holding an older copy of the note
+        (`writer.kept_edit`): make it again on what the note holds now, once the note is quiet, off this
+        reconcile."""
+        task = asyncio.get_running_loop().create_task(self._make_again(rel, edit))
+        self._again.add(task)
+        task.add_done_callback(self._again.discard)
+
+    async def _make_again(self, rel: str, edit: Callable[[bytes], bytes]) -> None:
+        quiet = Quiet(self.settle, None, self.settle + KEEP_EXTRA, keep=True)
+        for _ in range(KEEP_TIMES):
+            try:
+                await asyncio.to_thread(edit_note, self.root, rel, edit, quiet=quiet)
+            except NoteBusy:
+                continue  # still being typed in: wait for the pause again
+            except (OSError, VaultError) as exc:
+                log.warning(
+                    "%s: engrama's write, saved over by an editor, could not be made again: %s", rel, exc
+                )
+                return
+            log.warning(
+                "%s: an editor saved an older copy of the note over engrama's write; it is made again on top "
+                "of the person's text",
+                rel,
+            )
+            return
+        log.warning("%s: engrama's write, saved over by an editor, waited for quiet in vain; it is lost", rel)
+
+    async def stop_writing_again(self) -> None:
+        """Cancel the writes being made again (the process lets the vault go)."""
+        for task in list(self._again):
+            task.cancel()
+        for task in list(self._again):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _defer(self, rel: str, delay: float) -> None:
         """Come back to `rel` after `delay` seconds (only a process that may write has anything to come back for)."""

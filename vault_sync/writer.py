@@ -71,6 +71,7 @@ from vault_sync.errors import (
     UnreadableNote,
     VaultError,
 )
+from vault_sync.identify import read_id
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
 from vault_sync.templates import rules as template_rules
@@ -212,6 +213,92 @@ def arrived(stat: os.stat_result) -> bool:
         return _version(stat) not in _SEEN_HERE
 
 
+# --- a tool's write kept against an editor's older copy ---------------------------------------------------------
+# The quiet rule sees only saves on disk. The person may have typed in the moment before a tool's write without
+# their editor having saved it yet (Obsidian saves ~2 s after a keystroke): the editor then saves its buffer,
+# which never held the tool's change, over the note, and what the assistant was told was written is gone
+# (review 22g). So for a moment after each such write (the settle window and KEEP_EXTRA), a save of the note
+# that lacks the change (the write's pure, repeatable `edit` would change it) has the change written again, on
+# top of the person's text, once the note is quiet (`VaultSync`). A few times at most: an editor that never
+# reloads would otherwise be raced for ever.
+KEEP_EXTRA = 2.0
+KEEP_TIMES = 3
+
+
+@dataclass
+class _Kept:
+    rel: str
+    edit: Callable[[bytes], bytes]
+    note_id: str | None  # the id line the note held as written: a note replaced by another is left alone
+    until: float  # time.monotonic()
+    base: collections.Counter[bytes]  # the note's lines before the write
+    written: collections.Counter[bytes]  # and after it
+    times: int = 0
+
+    def saved_over(self, data: bytes) -> bool:
+        """Whether `data` is an editor's older copy saved over the write: it holds none of the lines the write
+        added and every line the write took out. A save made on top of the write (the person changing a value
+        the tool set, a moment later) holds the write's other lines, or lacks the value it replaced, and is
+        theirs to keep."""
+        now = collections.Counter(data.splitlines())
+        added, removed = self.written - self.base, self.base - self.written
+        return all(now[line] < self.written[line] for line in added) and all(
+            now[line] >= self.base[line] for line in removed
+        )
+
+
+_KEPT: dict[str, _Kept] = {}
+_KEPT_LOCK = threading.Lock()
+
+
+def _keep(
+    real: Path, rel: str, edit: Callable[[bytes], bytes], base: bytes, written: bytes, settle: float
+) -> None:
+    now = time.monotonic()
+    lines = collections.Counter(base.splitlines()), collections.Counter(written.splitlines())
+    with _KEPT_LOCK:
+        times = kept.times if (kept := _KEPT.get(str(real))) is not None and kept.until > now else 0
+        _KEPT[str(real)] = _Kept(rel, edit, read_id(written), now + settle + KEEP_EXTRA, *lines, times)
+        for key in [k for k, v in _KEPT.items() if v.until <= now]:
+            del _KEPT[key]
+
+
+def keeping() -> bool:
+    """Whether some tool write is still kept (a cheap test before reading anything)."""
+    return bool(_KEPT)
+
+
+def kept_edit(root: Path, rel: str) -> Callable[[bytes], bytes] | None:
+    """The edit of the tool's write into the note at `rel` when the note, as it is now, lacks it though that
+    write was made a moment ago (an editor saved its older copy over it): to be made again, once quiet. Counts
+    the time; None after KEEP_TIMES, when the write is no longer kept, or when the note is another note now."""
+    try:
+        real = Path(os.path.realpath(resolve_in_vault(root, rel)))
+    except VaultError:
+        return None
+    with _KEPT_LOCK:
+        kept = _KEPT.get(str(real))
+        if kept is None or kept.until <= time.monotonic():
+            return None
+    try:
+        data, _ = _read_stable(real, rel)
+    except (OSError, VaultError):
+        return None
+    if read_id(data) != kept.note_id or not kept.saved_over(data) or kept.edit(data) == data:
+        return None
+    with _KEPT_LOCK:
+        kept.times += 1
+        if kept.times > KEEP_TIMES:
+            _KEPT.pop(str(real), None)
+            log.warning(
+                "%s: an editor saved an older copy over engrama's write %d times; it is not written again",
+                rel,
+                KEEP_TIMES,
+            )
+            return None
+    return kept.edit
+
+
 class NoteBusy(VaultError):
     """The note is being saved or typed into right now; nothing was written (try again in a few seconds)."""
 
@@ -235,6 +322,9 @@ class Quiet:
     seen: tuple[int, int] | None = None
     wait: float = 0.0
     brought: float = 0.0
+    # A tool's write (not an id line): kept against an editor's older copy for a moment after it is made
+    # (`kept_edit`).
+    keep: bool = False
 
 
 class NoteExists(VaultError):
@@ -368,6 +458,8 @@ def edit_note(
                 )
             state = _swap_in(root, real, real_rel, new, read.checksum, st, edit)
             if state is not None:
+                if quiet is not None and quiet.keep:
+                    _keep(real, real_rel, edit, data, new, quiet.settle)
                 return WriteResult(real_rel, read.checksum, state, changed=True)
             log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
     raise ConcurrentEdit(
