@@ -16,7 +16,7 @@ from server.store.database import connect_sync
 from server.store.search_sql import NodeFilter
 
 NOTES = {
-    "Travel/東京旅行.md": "# 東京旅行\n\n東京で寿司を食べました。浅草寺を訪れました。\n",
+    "Travel/東京旅行.md": "# 東京旅行\n\n東京で寿司を食べました。浅草寺を訪れました。様々な店と我々の日々。\n",
     "Work/会议.md": "我们讨论了预算和招聘计划。下周再开会。\n",
     "Work/회의.md": "오늘 예산 회의를 했습니다. 채용 계획도 논의했습니다.\n",
     "Work/Budget.md": "The budget review for the offsite; catering is the largest line.\n",
@@ -52,6 +52,8 @@ async def test_cjk_words_find_the_notes_that_hold_them(vault: Path, db_path: Pat
         assert await found("招聘计划") == ["会议"]
         assert await found("예산") == ["회의"]
         assert await found("budget review") == ["Budget"]  # other text as before
+        for word in ("様々", "我々", "日々"):  # the iteration mark is part of the word (review 22g)
+            assert await found(word) == ["東京旅行"], word
         hits = (await search(rt, "寿司")).results
         assert "寿司を食べました" in hits[0].snippet  # snippets show the text as written
 
@@ -132,3 +134,32 @@ def _as_before_migration_19(conn: Any) -> None:
         conn.execute(
             "insert into notes_fts (rowid, name, body) values (?, ?, ?)", (doc, name, bodies[node_id])
         )
+
+
+async def test_a_cjk_name_as_the_whole_question_is_first_and_inside_a_question_anchors_its_note(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 22g: 東京 inside 東京について was never looked up as a name (the whole run was one word), and a
+    name of two characters (東京, 李明) was too short to be a title at all."""
+    for rel, text in {
+        "Places/東京.md": "日本の首都。\n",
+        "People/李明.md": "负责预算。\n",
+        "Notes/旅行記.md": "東京に行った。東京は大きい。東京タワーを見た。東京の夜。\n",  # the names, often
+        "Notes/周会.md": "李明说了预算。李明负责招聘。李明和王芳讨论了李明的计划。\n",
+    }.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        for question in ("東京", "李明"):  # the whole question is the title: first
+            hits = (await search(rt, question, explain=True)).results
+            assert (hits[0].name, hits[0].step) == (question, "exact title"), [
+                (h.name, h.signals) for h in hits
+            ]
+        for question, name in (
+            ("東京について", "東京"),
+            ("李明的情况", "李明"),
+        ):  # a name inside: near the top
+            hits = (await search(rt, question, explain=True)).results
+            top = {h.name: h.signals or {} for h in hits[:2]}
+            assert top.get(name, {}).get("anchor", 0) > 0, (question, [(h.name, h.signals) for h in hits])

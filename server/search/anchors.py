@@ -23,9 +23,12 @@ import unicodedata
 from dataclasses import dataclass
 
 from server.search.fts_query import STOPWORDS, word_matches
+from server.store.cjk import has_cjk
+from server.store.cjk import runs as cjk_runs
 from vault_sync.names import fold
 
 MAX_PHRASE_WORDS = 8  # longer titles are rare, and a question holding one is matched by its words anyway
+MAX_CJK_NAME = 12  # characters: the longest stretch of a CJK run looked up as a name
 MAX_QUESTION_WORDS = 64  # a pasted passage is searched by its words; its first lines may still name notes
 WEAK = 0.5  # strength of a one-word name the question did not capitalise
 
@@ -80,11 +83,27 @@ def phrases(question: str, when_words: frozenset[str] = frozenset()) -> Phrases:
             capital = i == j and i > 0 and first.group()[0].isupper() and not _starts_sentence(text, first)
             for phrase in spelled | {spaced}:
                 runs[phrase] = runs.get(phrase, False) or capital
+    # Chinese, Japanese and Korean put no spaces between words: a name inside a run (東京 in 東京について, 李明 in
+    # 李明的情况) is every stretch of it. Such a stretch is written as the name is (these scripts have no
+    # capitals to tell a name by), so it counts fully (review 22g).
+    for stretch in cjk_stretches(text[: words[-1].end()] if words else ""):
+        runs[stretch] = True
     return Phrases(
         whole if whole and _can_anchor(whole) else None,
         runs,
         bare if bare and bare != whole and _can_anchor(bare) else None,
     )
+
+
+def cjk_stretches(text: str) -> list[str]:
+    """Every stretch of 2..MAX_CJK_NAME characters of each run of CJK characters in `text`, casefolded: the
+    names such a run may hold."""
+    return [
+        fold(run[start : start + size])
+        for run in cjk_runs(unicodedata.normalize("NFC", text))
+        for size in range(2, min(len(run), MAX_CJK_NAME) + 1)
+        for start in range(len(run) - size + 1)
+    ]
 
 
 def _unwrapped(text: str) -> str:
@@ -116,7 +135,9 @@ def strength(phrase: str, capitalised: bool) -> float:
 
 def _can_anchor(phrase: str) -> bool:
     words = phrase.split()
-    return len(phrase) >= 3 and any(w not in STOPWORDS for w in words)
+    # Two CJK characters make a name (東京, 李明): each says as much as a word of a few letters.
+    shortest = 2 if has_cjk(phrase) else 3
+    return len(phrase) >= shortest and any(w not in STOPWORDS for w in words)
 
 
 def _starts_sentence(text: str, match: re.Match[str]) -> bool:

@@ -33,8 +33,9 @@ from server.runtime import Runtime
 from server.search import anchors, distill, fusion, telling, walk, when
 from server.search.fts_query import query_tokens, query_word_counts, quote_token
 from server.search.fusion import Candidate, Weights
-from server.search.names import all_names_match, query_names, weighted_match
+from server.search.names import MAX_NAMES, all_names_match, query_names, weighted_match
 from server.store import nodes_sql, search_sql, tiers_sql, vectors_sql, walk_sql
+from server.store.cjk import has_cjk, spaced
 from server.store.search_sql import NodeFilter, NodeRow, PassageHit
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,7 @@ async def run_search(
     # which the time step reads from the notes' dates; as a name it would also demand the word itself.
     dated = set(query_tokens(" ".join(w.phrase for w in intent.windows))) if intent is not None else set()
     names = [name for name in query_names(query) if name in tokens and name not in dated]
+    names = await _with_cjk_names(rt, query, names, tokens, where)
     match = weighted_match(
         query,
         names,
@@ -265,6 +267,21 @@ def _cosines(query: list[float], vectors: list[Any]) -> list[float]:
 
         return (np.stack(vectors) @ np.asarray(query, dtype=vectors[0].dtype)).astype(float).tolist()
     return [math.fsum(x * y for x, y in zip(query, v, strict=False)) for v in vectors]
+
+
+async def _with_cjk_names(
+    rt: Runtime, query: str, names: list[str], tokens: list[str], where: NodeFilter
+) -> list[str]:
+    """`names` and the names a Chinese, Japanese or Korean question holds: a stretch of a run of such characters
+    that is a note's name or alias (東京 in 東京について). These scripts have no capitals to mark a name, so the
+    notes themselves say which stretches are names (review 22g); each counts as a capitalised word does, by
+    the character pairs it is searched by."""
+    if not has_cjk(query):
+        return names
+    found = await rt.store.read(walk_sql.named_nodes, anchors.cjk_stretches(query), where)
+    pairs = dict.fromkeys(p for phrase, _ in found for p in spaced(phrase).split() if p in tokens)
+    more = [p for p in pairs if p not in names]
+    return names + more if len(names) + len(more) <= MAX_NAMES else names
 
 
 async def _query_words(rt: Runtime, query: str) -> tuple[list[str], dict[str, int] | None]:

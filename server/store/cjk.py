@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import re
 
-# Kana, CJK ideographs (extension A, the unified block, compatibility ideographs, extensions B-F), Hangul
-# syllables and jamo, half-width katakana.
+# Kana, CJK ideographs (extension A, the unified block, compatibility ideographs, extensions B-F), the
+# iteration and closing marks that are part of words (々 in 様々 and 我々, 〆, 〇, 〻: review 22g), Hangul syllables
+# and jamo, half-width katakana.
 _RUN = re.compile(
     "["
+    "\u3005-\u3007\u303b"
     "\u3040-\u30ff\u31f0-\u31ff"
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef"
     "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af"
@@ -42,3 +44,8 @@ def spaced(text: str) -> str:
     if not text or text.isascii() or _RUN.search(text) is None:  # isascii: most text, at C speed
         return text
     return _RUN.sub(lambda m: " " + " ".join(pairs(m.group())) + " ", text)
+
+
+def runs(text: str) -> list[str]:
+    """The runs of CJK characters in `text`, in order."""
+    return [] if text.isascii() else _RUN.findall(text)
