@@ -38,14 +38,15 @@ ID_LINE = re.compile(r"^engrama_id: (\S+)$", re.MULTILINE)
 def no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread running (watcher threads must be stopped and joined). The writer's
     one watcher of replaced files (`vault_sync.orphans`) is process-wide and ends by itself a few seconds after
-    the last write; it is checked in tests/test_orphans.py."""
+    the last write; it is checked in tests/test_orphans.py. So is the pool tool writes wait on (`engrama-write`),
+    like asyncio's own."""
     before = set(threading.enumerate())
     yield
     deadline = time.monotonic() + 3
     while leaked := [
         t
         for t in threading.enumerate()
-        if t not in before and not t.name.startswith(("asyncio_", "engrama-orphans"))
+        if t not in before and not t.name.startswith(("asyncio_", "engrama-orphans", "engrama-write"))
     ]:
         if time.monotonic() > deadline:
             pytest.fail(f"threads left running: {leaked}")

@@ -601,3 +601,42 @@ async def test_a_tool_call_on_a_note_engrama_just_created_does_not_wait_for_quie
         await relate(rt, "Heron", "USES", "SQLite", target_label="Technology")
         assert time.monotonic() - started < 10  # not the 30 s window
     assert "SQLite" in (vault / "Projects/Heron.md").read_text(encoding="utf-8")
+
+
+async def test_writes_waiting_for_git_leave_reads_and_the_watcher_free(vault: Path, db_path: Path) -> None:
+    """Review 22g: ten writes waiting for git's index lock held every thread of asyncio's pool: a read of
+    another note waited seconds, and a note the person saved meanwhile was not searchable. Writes wait on
+    threads of their own."""
+    from server.live import live_sync
+    from server.search.service import search
+    from server.services.reading import read_note
+
+    (vault / ".git").mkdir()
+    for i in range(10):
+        (vault / f"Topic {i}.md").write_text(f"Topic number {i}.\n", encoding="utf-8")
+    (vault / "Other.md").write_text("Another note.\n", encoding="utf-8")
+    settings = Settings(vault=vault, db_path=db_path, settle=0.5)
+    async with open_runtime(settings) as rt, live_sync(rt, quiet=0.05) as live:
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(0.6)  # quiet
+        (vault / ".git" / "index.lock").write_bytes(b"")  # a slow pull
+        writes = [
+            asyncio.create_task(remember(rt, "Note", f"Topic {i}", observation="Written after git."))
+            for i in range(10)
+        ]
+        await asyncio.sleep(0.2)
+        other = await asyncio.wait_for(read_note(rt, path="Other.md"), 1.5)
+        assert "Another note." in other.text and not any(w.done() for w in writes)
+        (vault / "Fresh.md").write_text("The quokka plan.\n", encoding="utf-8")
+
+        async def searchable() -> bool:
+            return [h.name for h in (await search(rt, "quokka")).results] == ["Fresh"]
+
+        await eventually(searchable, 1.5, "the saved note searchable while the writes wait")
+        assert not any(w.done() for w in writes)
+        (vault / ".git" / "index.lock").unlink()  # git is done
+        await asyncio.gather(*writes)
+        await live.wait_idle(30)
+    assert all(
+        "Written after git." in (vault / f"Topic {i}.md").read_text(encoding="utf-8") for i in range(10)
+    )

@@ -49,7 +49,7 @@ from vault_sync.report import (
     SyncReport,
 )
 from vault_sync.scan import presence, scan_vault, vault_is_empty
-from vault_sync.writer import KEEP_EXTRA, KEEP_TIMES, NoteBusy, Quiet, edit_note, keeping, kept_edit
+from vault_sync.writer import KEEP_EXTRA, KEEP_TIMES, NoteBusy, Quiet, edit_note_aside, keeping, kept_edit
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
@@ -672,7 +672,7 @@ class VaultSync:
         quiet = Quiet(self.settle, None, self.settle + KEEP_EXTRA, keep=True)
         for _ in range(KEEP_TIMES):
             try:
-                await asyncio.to_thread(edit_note, self.root, rel, edit, quiet=quiet)
+                await edit_note_aside(self.root, rel, edit, quiet=quiet)
             except NoteBusy:
                 continue  # still being typed in: wait for the pause again
             except (OSError, VaultError) as exc:

@@ -40,11 +40,14 @@ kill while an editor's save sits in it still loses that save.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
 import errno
+import functools
 import itertools
 import logging
 import math
@@ -466,6 +469,19 @@ def edit_note(
         f"{real_rel} kept changing while engrama tried to edit it ({attempts} attempts); nothing was written. "
         "Try again once the note is no longer being edited or synced."
     )
+
+
+# Tool writes wait for quiet (and for git) on threads of their own: on the default pool, ten writes waiting for
+# a busy note held every thread, and reads and the watcher's sync waited behind them (review 22g).
+_WRITES = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="engrama-write")
+
+
+async def edit_note_aside(
+    root: Path, rel: str, edit: Callable[[bytes], bytes], **options: Any
+) -> WriteResult:
+    """`edit_note` run on the writes' own threads, off the event loop."""
+    call = functools.partial(edit_note, root, rel, edit, **options)
+    return await asyncio.get_running_loop().run_in_executor(_WRITES, call)
 
 
 def create_note(root: Path, rel: str, data: bytes) -> WriteResult:

@@ -29,7 +29,7 @@ from vault_sync.paths import classify, vault_path
 from vault_sync.reconcile import VaultSync
 from vault_sync.report import SyncError
 from vault_sync.templates import rules as template_rules
-from vault_sync.writer import edit_note
+from vault_sync.writer import edit_note_aside
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ async def _append_to(
 
     expected = await rt.store.read(insights_sql.node_checksum, rel)
     quiet = await rt.quiet_rule(rel)
-    result = await asyncio.to_thread(edit_note, sync.root, rel, edit, expected_checksum=expected, quiet=quiet)
+    result = await edit_note_aside(sync.root, rel, edit, expected_checksum=expected, quiet=quiet)
     if result.changed:
         await sync.sync_path(result.path)
     return result.path

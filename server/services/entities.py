@@ -53,7 +53,7 @@ from vault_sync.scan import root_problem
 from vault_sync.writer import (
     NoteExists,
     create_note,
-    edit_note,
+    edit_note_aside,
     read_note,
     restore_from_trash,
 )
@@ -611,9 +611,7 @@ async def _update(
         return data
 
     try:
-        await asyncio.to_thread(
-            edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note
-        )
+        await edit_note_aside(rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note)
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)

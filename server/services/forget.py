@@ -34,7 +34,7 @@ from vault_sync.model import FileState
 from vault_sync.notes import update_note
 from vault_sync.outbox import ArchiveChange, TrashChange
 from vault_sync.report import FAILED
-from vault_sync.writer import edit_note, move_to_trash, read_note
+from vault_sync.writer import edit_note_aside, move_to_trash, read_note
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +151,7 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
         return edited
 
     try:
-        await asyncio.to_thread(
-            edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note
-        )
+        await edit_note_aside(rt.vault, rel, edit, quiet=await rt.quiet_rule(rel), check=its_note)
     except MalformedNote as exc:  # IdLineRefused too: JSON frontmatter, a one-line mapping
         raise ServiceError(f"{rel} was left alone: {exc}; {_BY_HAND}") from exc
     except FileNotFoundError:

@@ -53,7 +53,7 @@ from vault_sync.outbox import (
     TrashChange,
     decode,
 )
-from vault_sync.writer import edit_note
+from vault_sync.writer import edit_note_aside
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +290,7 @@ async def _append_observation(rt: Runtime, rel: str, observation: str, day: str)
     def edit(data: bytes) -> bytes:
         return update_note(data, properties={}, observation=observation, today=day)
 
-    await asyncio.to_thread(edit_note, rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
+    await edit_note_aside(rt.vault, rel, edit, quiet=await rt.quiet_rule(rel))
     await rt.require_sync().sync_path(rel)
 
 
