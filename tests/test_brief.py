@@ -22,7 +22,6 @@ from server.services.forget import forget
 from server.services.remember import remember
 from server.settings import Settings
 from server.status import first_catch_up
-from server.store import brief_sql
 from server.store.database import connect_sync
 from server.store.migrations import apply_migrations
 
@@ -409,9 +408,22 @@ async def test_a_new_note_is_not_edited_again_when_engrama_writes_its_id_line(
         assert "- new: [[Lighthouse]]" in first.markdown, first.markdown
         await given_its_line(note)
         again = (await render_brief(rt, client="cli")).markdown
-    assert "Lighthouse" not in again and "Nothing changed in the vault since the previous brief." in again, (
-        again
-    )
+        assert (
+            "Lighthouse" not in again and "Nothing changed in the vault since the previous brief." in again
+        ), again
+        # Review 22h: an edit made while the line was still owed (the body pasted into the new note) was in no
+        # brief: the placeholder checksum made it look like the version the brief had covered.
+        await record_brief(rt, await render_brief(rt, client="cli"))
+        pasted = vault / "Offsite.md"
+        pasted.write_text("Offsite\n", encoding="utf-8")
+        while (await rt.store.counts()).get("files") != 3:
+            assert time.monotonic() < deadline + 30, "the note was never taken in"
+            await asyncio.sleep(0.02)
+        await record_brief(rt, await render_brief(rt, client="cli"))  # "new: Offsite", its line still owed
+        pasted.write_text("Offsite\nDecided: the offsite is in Lisbon.\n", encoding="utf-8")
+        await given_its_line(pasted)
+        later = (await render_brief(rt, client="cli")).markdown
+    assert "- edited: [[Offsite]]" in later, later
 
 
 async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
@@ -427,8 +439,8 @@ async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
         await record_brief(rt, await render_brief(rt, client="cli"))
     conn, _ = connect_sync(db_path)  # the database as the version before migration 16 left it
     _before_migration_16(conn)
-    conn.execute("delete from schema_migrations where number = 16")
-    assert apply_migrations(conn) == 1
+    conn.execute("delete from schema_migrations where number in (16, 20)")
+    assert apply_migrations(conn) == 2
     conn.close()
     async with open_runtime(settings) as rt:
         assert (
@@ -461,14 +473,10 @@ async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_
         await record_brief(rt, await render_brief(rt, client="cli"))
     conn, _ = connect_sync(db_path)  # as the version before migration 16 left it: no tags kept, no numbers
     conn.execute("update nodes set properties = json_remove(properties, '$.tags')")
-    fingerprint = brief_sql._FINGERPRINT  # what that version's brief recorded of the versions it covered
-    conn.execute(
-        f"update brief_seen set fingerprint = (select {fingerprint} from nodes n where n.id = brief_seen.node_id)"
-    )
     conn.execute("drop table insight_sections")
     _before_migration_16(conn)
-    conn.execute("delete from schema_migrations where number in (16, 17, 18)")
-    assert apply_migrations(conn) == 3
+    conn.execute("delete from schema_migrations where number in (16, 17, 18, 20)")
+    assert apply_migrations(conn) == 4
     conn.close()
     async with open_runtime(settings) as rt:
         report = await rt.require_sync().sync_vault()
@@ -483,8 +491,17 @@ async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_
         assert history == 0
 
 
+# What a brief recorded of a version before migration 20 (no change number).
+FINGERPRINT_BEFORE_20 = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '')"
+
+
 def _before_migration_16(conn: Any) -> None:
-    """Take out what migration 16 added (the node change numbers and each client's place in them)."""
+    """Take out what migration 16 added (the node change numbers and each client's place in them), and
+    migration 20 (the change numbers in what briefs recorded of the versions they covered)."""
+    conn.execute(
+        f"update brief_seen set fingerprint = "
+        f"(select {FINGERPRINT_BEFORE_20} from nodes n where n.id = brief_seen.node_id)"
+    )
     for trigger in ("nodes_change_in", "nodes_change_up", "nodes_change_out"):
         conn.execute(f"drop trigger {trigger}")
     conn.execute("drop table node_changes")

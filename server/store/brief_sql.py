@@ -80,7 +80,13 @@ _FROM = "nodes n left join files f on f.path = n.path"
 # byte), not its `updated_at`, so two changes within one second differ, and a note read again unchanged (a
 # follower's catch-up re-reads a known note whose id line was removed until the lease holder writes it back)
 # is not news a second time inside the margin.
-_FINGERPRINT = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '')"
+# What a brief records of each version it covered. The node's change number counts every change the person
+# made: while a note is still owed its id line its checksum is a placeholder, and an edit then (the body
+# pasted into a new note) looked like the version already covered, in no brief ever (review 22h).
+_FINGERPRINT = (
+    "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' ' || coalesce(n.path, '') "
+    "|| ' ' || coalesce((select c.seq from node_changes c where c.node_id = n.id), '')"
+)
 
 
 def quietly(conn: Any, node_id: str, column: str, value: Any) -> None:

@@ -480,6 +480,16 @@ M018_PROPERTY_WORDS = """
 # put back in the new form by `passages_sql.respace_cjk_rows`; no other row changes. No statement of its own.
 M019_CJK_PAIRS = """
 """
+# A brief's record of the versions it covered holds the node's change number too (`brief_sql._FINGERPRINT`):
+# the records made before it, of versions still current, are given theirs, so they stay covered.
+M020_BRIEF_SEEN_CHANGES = """
+        update brief_seen set fingerprint = fingerprint || ' ' || coalesce(
+            (select c.seq from node_changes c where c.node_id = brief_seen.node_id), '')
+        where fingerprint = (
+            select n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties) || ' '
+                || coalesce(n.path, '')
+            from nodes n where n.id = brief_seen.node_id);
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -501,6 +511,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (17, "m017_note_extras", M017_NOTE_EXTRAS),
     (18, "m018_property_words", M018_PROPERTY_WORDS),
     (19, "m019_cjk_pairs", M019_CJK_PAIRS),
+    (20, "m020_brief_seen_changes", M020_BRIEF_SEEN_CHANGES),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {
