@@ -250,3 +250,22 @@ def test_search_on_new_notes_says_they_wait_for_a_sync_not_that_they_could_not_b
     done = run("search", "--vault", str(vault), "--db", str(db), "kite")
     assert "could not be read" not in done.stderr, done.stderr
     assert "1 new note(s) are not searchable yet: `engrama-vault sync`" in done.stderr, done.stderr
+
+
+def test_status_on_a_terminal_says_whether_the_vault_is_in_step_and_which_notes_are_not_synced(
+    tmp_path: Path,
+) -> None:
+    """Review 22h: the plain status said "(1 notes synced)" and nothing of pending changes or of a note that
+    cannot be synced; only --json did."""
+    vault, db = tmp_path / "vault", tmp_path / "graph.db"
+    vault.mkdir()
+    (vault / "Good.md").write_text("Fine.\n", encoding="utf-8")
+    (vault / "Broken.md").write_text("---\ntitle: Trip: Lisbon\n---\nText.\n", encoding="utf-8")
+    synced = run("sync", "--vault", str(vault), "--db", str(db))
+    assert synced.returncode == 1  # Broken.md failed
+    shown = run("status", "--vault", str(vault), "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    assert "sync:     not watching (no server holds the vault), 0 change(s) pending" in shown.stdout, (
+        shown.stdout
+    )
+    assert "not synced: Broken.md: " in shown.stdout and "YAML" in shown.stdout, shown.stdout

@@ -972,3 +972,17 @@ async def test_a_change_that_can_never_be_reconciled_holds_back_neither_its_mome
 
 async def _count_found(rt: Runtime, word: str, expected: int) -> bool:
     return len(await searchable(rt, word)) == expected
+
+
+async def test_a_note_queued_again_while_it_waits_for_quiet_counts_once_as_pending(rt: Runtime) -> None:
+    """Review 22h: a note back from its wait for quiet was queued while still listed as waiting, and
+    `pending` counted it twice (769 pending for 400 notes): a client waiting for 0 saw numbers that said
+    nothing."""
+    async with live_sync(rt, quiet=30) as live:  # what is queued stays queued during the test
+        await live.wait_idle()
+        reconciler = live.reconciler
+        assert reconciler is not None and reconciler.pending == 0
+        rt.require_sync().deferred["Topic.md"] = time.monotonic() + 60  # waits for quiet
+        reconciler.changed([("note", "Topic.md")])  # and is touched again
+        reconciler.changed([("note", "Other.md")])
+        assert reconciler.pending == 2

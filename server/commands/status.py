@@ -51,6 +51,9 @@ def _human(status: dict[str, Any]) -> str:
         f"profile:  {profile['name']}"
         + (f" + {', '.join(profile['modules'])}" if profile["modules"] else ""),
     ]
+    if vault.get("configured"):  # what a person at a terminal asks first: is it in step? (review 22h)
+        watching = "watching" if vault.get("watching") else "not watching (no server holds the vault)"
+        lines.append(f"sync:     {watching}, {vault.get('pending', 0)} change(s) pending")
     outbox = vault.get("outbox") or {}
     if outbox.get("waiting"):
         lines.append(
@@ -62,6 +65,11 @@ def _human(status: dict[str, Any]) -> str:
     if attention.get("archive_held_back"):
         lines.append(f"archive:  held back: {attention['archive_hint']}")
     lines.extend(f"conflict: {c['path']}: {c['what_to_do']}" for c in attention.get("conflict_copies", []))
+    lines.extend(f"not synced: {u['path']}: {u['why']}" for u in attention.get("not_synced", []))
+    if attention.get("not_synced_total"):
+        lines.append(
+            f"not synced: {attention['not_synced_total']} note(s) in all (engrama_status lists them)"
+        )
     if attention.get("not_downloaded"):
         lines.append(f"cloud:    {attention['not_downloaded']} note(s) not downloaded, left as they were")
     if "embedder" in status:
