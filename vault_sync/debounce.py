@@ -96,7 +96,8 @@ class Debouncer(Generic[K]):
     def __contains__(self, key: object) -> bool:
         return key in self._last_touch
 
-    def keys(self) -> list[K]:
+    def waiting(self) -> list[K]:
+        """The keys not handed out yet."""
         return list(self._last_touch)
 
     def touch(self, key: K) -> bool:
@@ -231,7 +232,7 @@ class LiveReconciler:
         their id line until they are quiet. 0 only when the graph and the notes are in step with every change
         seen (what a client waiting on `engrama_status` relies on)."""
         retrying = {rel for _, rel in self._retries}
-        queued = {rel for _, rel in self._debouncer.keys()}
+        queued = {rel for _, rel in self._debouncer.waiting()}
         swapped = 1 if self._swapped_at is not None and not self._pass_left else 0  # its rescan is to come
         # Each path once: a note back from its wait for quiet is queued while still listed as deferred (review
         # 22h: 769 pending for 400 notes).
