@@ -812,3 +812,36 @@ def test_an_archive_queued_by_an_older_version_decodes_without_its_status() -> N
     assert old == ArchiveChange("n1", "Atlas", None)  # applied as it was: no status to compare
     new = ArchiveChange("n1", "Atlas", {"status": "active"})
     assert decode("archive", encode(new)) == new
+
+
+@pytest.mark.parametrize("queued", ["forget", "remember"])
+async def test_a_status_set_while_a_queued_write_waits_for_quiet_stays(
+    vault: Path, db_path: Path, queued: str
+) -> None:
+    """Review 22i: the holder judged a queued write against the note before waiting for the person to pause;
+    a status they set during that wait was then overwritten (3 runs in 8). It is judged on the bytes written."""
+    import asyncio
+
+    (vault / "Projects").mkdir()
+    note = vault / "Projects/Atlas.md"
+    note.write_text(ATLAS.replace("type: Project", "type: Project\nstatus: active"), encoding="utf-8")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.6)) as rt:
+        sync = rt.require_sync()
+        await sync.sync_vault()
+        await asyncio.sleep(0.7)
+        sync.writable = False  # a follower's write
+        if queued == "forget":
+            await forget(rt, "Atlas")
+        else:
+            await remember(rt, "Project", "Atlas", {"status": "shipped"})
+        note.write_text(note.read_text(encoding="utf-8") + "Typing.\n", encoding="utf-8")  # the person types
+        sync.writable = True
+        drain = asyncio.create_task(outbox.drain(rt))  # waits for the pause
+        await asyncio.sleep(0.3)
+        assert not drain.done()
+        note.write_text(
+            note.read_text(encoding="utf-8").replace("status: active", "status: on-hold"), "utf-8"
+        )
+        await drain
+    written = note.read_text(encoding="utf-8")
+    assert "status: on-hold" in written and "Typing." in written, written

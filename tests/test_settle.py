@@ -640,3 +640,22 @@ async def test_writes_waiting_for_git_leave_reads_and_the_watcher_free(vault: Pa
     assert all(
         "Written after git." in (vault / f"Topic {i}.md").read_text(encoding="utf-8") for i in range(10)
     )
+
+
+async def test_a_note_is_not_created_while_git_rewrites_the_vault(vault: Path, db_path: Path) -> None:
+    """Review 22i: edits waited for git's index lock, but a new entity's note was created during a checkout;
+    git then put its own version there and what the assistant had been told was made was gone."""
+    (vault / ".git").mkdir()
+    lock = vault / ".git" / "index.lock"
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=0.3)) as rt:
+        lock.write_bytes(b"")
+        write = asyncio.create_task(remember(rt, "Project", "Zeus", observation="Told during the checkout."))
+        await asyncio.sleep(1.0)
+        assert not write.done() and not (vault / "Projects/Zeus.md").exists()
+        lock.unlink()
+        done = await write
+        assert done.created and "Told during the checkout." in (vault / done.path).read_text(encoding="utf-8")
+        lock.write_bytes(b"")  # left behind by a stopped git command
+        with pytest.raises(NoteBusy, match="git is changing the vault's files"):
+            await remember(rt, "Project", "Hera", observation="Never made.")
+        assert not (vault / "Projects/Hera.md").exists()

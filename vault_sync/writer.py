@@ -40,9 +40,7 @@ kill while an editor's save sits in it still loses that save.
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import ctypes
 import dataclasses
@@ -472,14 +470,21 @@ def edit_note(
 
 
 # Tool writes wait for quiet (and for git) on threads of their own: on the default pool, ten writes waiting for
-# a busy note held every thread, and reads and the watcher's sync waited behind them (review 22g).
-_WRITES = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="engrama-write")
+# a busy note held every thread, and reads and the watcher's sync waited behind them (review 22g). Made at the
+# first write: a reader process (`reader_process`) imports this module and neither asyncio nor the pool.
+_WRITES: Any = None
 
 
 async def edit_note_aside(
     root: Path, rel: str, edit: Callable[[bytes], bytes], **options: Any
 ) -> WriteResult:
     """`edit_note` run on the writes' own threads, off the event loop."""
+    import asyncio
+    import concurrent.futures
+
+    global _WRITES
+    if _WRITES is None:
+        _WRITES = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="engrama-write")
     call = functools.partial(edit_note, root, rel, edit, **options)
     return await asyncio.get_running_loop().run_in_executor(_WRITES, call)
 
@@ -495,6 +500,7 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     rel_norm = to_rel(root, path)
     _require_note_path(root, rel_norm)
     _require_readable_size(rel_norm, data)
+    _wait_for_git(root, rel_norm)
     with _writing(root):
         _make_folders(root, path.parent)
         tmp, st = _write_temp(path.parent, data, new_mode=None, sums=(sha256_hex(data),), note=path.name)
@@ -524,6 +530,7 @@ def move_to_trash(root: Path, rel: str) -> str:
     if stat.S_ISDIR(os.lstat(source).st_mode):
         raise VaultError(f"{src_rel} is a folder; engrama moves only single notes to the trash")
     trash = resolve_in_vault(root, TRASH_FOLDER)
+    _wait_for_git(root, src_rel)
     with _writing(root):
         _make_folders(root, trash)
         target = _place_in_trash(source, trash)
@@ -545,6 +552,7 @@ def restore_from_trash(root: Path, trash_rel: str, rel: str, *, tries: int = 20)
     if classify(src_rel) != "trash":
         raise VaultError(f"{src_rel} is not a note in the trash; nothing was moved")
     os.lstat(source)  # FileNotFoundError when it is gone
+    _wait_for_git(root, rel)
     wanted = resolve_in_vault(root, rel)
     _require_note_path(root, to_rel(root, wanted))
     stem, suffix = os.path.splitext(wanted.name)
@@ -587,12 +595,7 @@ def _read_when_quiet(
         if (lock := git_lock(root)) is not None:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise NoteBusy(
-                    f"git is changing the vault's files right now ({lock} exists: a checkout, pull, merge, "
-                    f"rebase or stash); engrama waited and wrote nothing into {rel}, so git cannot replace "
-                    "what it would write. Try again once git is done (if no git command is running, one that "
-                    "was stopped left that file behind: delete it)"
-                )
+                raise NoteBusy(_git_busy(lock, rel))
             time.sleep(min(0.25, left))
             continue
         data, st = _read_stable(real, rel)
@@ -636,6 +639,30 @@ def _read_when_quiet(
             )
         pause = 0.25 if settled else quiet.settle - age
         time.sleep(min(pause, left, 0.25))
+
+
+# How long a note's creation or a move to or from the trash waits for git to finish rewriting the vault.
+GIT_WAIT = 5.0
+
+
+def _git_busy(lock: Path, rel: str) -> str:
+    return (
+        f"git is changing the vault's files right now ({lock} exists: a checkout, pull, merge, rebase or stash); "
+        f"engrama waited and wrote nothing into {rel}, so git cannot replace what it would write. Try again once "
+        "git is done (if no git command is running, one that was stopped left that file behind: delete it)"
+    )
+
+
+def _wait_for_git(root: Path, rel: str, wait: float = GIT_WAIT) -> None:
+    """Return once git is not rewriting the vault's files; `NoteBusy` after `wait` seconds (review 22i: a note
+    created during a checkout was replaced by git's version, what the assistant had been told was made with
+    it)."""
+    deadline = time.monotonic() + wait
+    while (lock := git_lock(root)) is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise NoteBusy(_git_busy(lock, rel))
+        time.sleep(min(0.25, left))
 
 
 def git_lock(root: Path) -> Path | None:

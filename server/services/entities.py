@@ -14,6 +14,7 @@ deleted, before the watcher reconciled it). `write_entity` then finds where the 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
@@ -376,6 +377,7 @@ async def write_entity(
     target: Node | None = None,
     remove: tuple[str, ...] = (),
     reason: str = "",
+    base: Mapping[str, Any] | None = None,
 ) -> EntityWrite:
     """MERGE the entity by label + name and write it: into its note when we may, else the graph only.
 
@@ -425,7 +427,14 @@ async def write_entity(
             not_its_note: NotItsNote | None = None
             try:
                 added = await _update(
-                    rt, existing.path, properties, observation, relations, remove, node_id=existing.id
+                    rt,
+                    existing.path,
+                    properties,
+                    observation,
+                    relations,
+                    remove,
+                    node_id=existing.id,
+                    base=base,
                 )
                 return await _settled(rt, existing.path, existing.id, label, existing.name, False, added)
             except FileNotFoundError:
@@ -589,11 +598,15 @@ async def _update(
     remove: tuple[str, ...] = (),
     *,
     node_id: str | None = None,
+    base: Mapping[str, Any] | None = None,
 ) -> int:
     """Edit the note's own keys, observation and relations; returns how many relations were new.
 
     A note still owed its id line (indexed under `node_id` while it was blank or just changed) gets it in the
-    same write: the tool replaces the file anyway, so the line adds no new race with the person's editor."""
+    same write: the tool replaces the file anyway, so the line adds no new race with the person's editor.
+    `base` (a queued write's): what its keys held when it was queued; a key the note now holds another value
+    for was changed since, by the person or a later write, and is left as it is, judged on the very bytes the
+    write edits (review 22i: judged before the wait for quiet, a value typed during the wait was overwritten)."""
     today = date.today().isoformat()
     counted: dict[str, int] = {}
     links = await _links(rt, relations)
@@ -604,7 +617,8 @@ async def _update(
             require_note_of(data, read, node_id, rel, recorded)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        data = update_note(data, properties=properties, observation=observation, today=today, remove=remove)
+        wanted, taken_out = still_wanted(properties, remove, base, frontmatter_of(data))
+        data = update_note(data, properties=wanted, observation=observation, today=today, remove=taken_out)
         data, counted["added"] = _with_relations(data, links)
         if node_id is not None and identify.read_id(data) is None:
             data = identify.insert_id(data, node_id)
@@ -615,6 +629,40 @@ async def _update(
     except MalformedNote as exc:
         raise ServiceError(f"{rel} was left alone: {exc}") from exc
     return counted.get("added", 0)
+
+
+def still_wanted(
+    properties: Mapping[str, Any],
+    remove: tuple[str, ...],
+    base: Mapping[str, Any] | None,
+    held: Mapping[str, Any],
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The keys of a write still to write into a note holding `held` now: (properties, keys to take out). A key
+    holding neither what it held when the write was queued (`base`) nor what the write sets was changed since,
+    and an older write must not undo that. Values compare by their JSON form (a note's `3` and a tool's `3`)."""
+    if base is None:
+        return dict(properties), remove
+
+    def changed_since(key: str, wanted: Any) -> bool:
+        now = _plain(held.get(key))
+        return key in base and now != _plain(base[key]) and now != _plain(wanted)
+
+    return (
+        {k: v for k, v in properties.items() if not changed_since(k, v)},
+        tuple(k for k in remove if not changed_since(k, None)),
+    )
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def frontmatter_of(data: bytes) -> dict[str, Any]:
+    """The note's frontmatter mapping ({} when it has none or it does not parse: the edit then says why)."""
+    try:
+        return read_frontmatter(data)[1]
+    except MalformedNote:
+        return {}
 
 
 def require_note_of(data: bytes, read: FileState, node_id: str, rel: str, recorded: FileState | None) -> None:

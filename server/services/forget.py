@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from server.runtime import Runtime
 from server.services.entities import (
+    frontmatter_of,
     locate_entity_note,
     reconcile_moved,
     require_note_of,
+    still_wanted,
     writes_notes,
 )
 from server.services.errors import EntityNotFound, ServiceError
@@ -134,8 +138,13 @@ async def _archive(rt: Runtime, node: Node) -> Forgotten:
     return await _archive_graph(rt, node)
 
 
-async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
-    """Set `status: archived` in the note (that line only), then reconcile it so the node follows."""
+async def _archive_note(
+    rt: Runtime, node: Node, rel: str, base: Mapping[str, Any] | None = None
+) -> Forgotten:
+    """Set `status: archived` in the note (that line only), then reconcile it so the node follows. With `base`
+    (a queued archive's: the status the node had when it was queued), a status the note holds now that is
+    neither that nor `archived` was set since and is left as it is, judged on the very bytes the write edits
+    (review 22i)."""
     since, today = utc_now(), date.today().isoformat()
     recorded = await rt.store.file_state(rel)
 
@@ -145,7 +154,10 @@ async def _archive_note(rt: Runtime, node: Node, rel: str) -> Forgotten:
         require_note_of(data, read, node.id, rel, recorded)
 
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        edited = update_note(data, properties={"status": ARCHIVED}, observation=None, today=today)
+        wanted, _ = still_wanted({"status": ARCHIVED}, (), base, frontmatter_of(data))
+        if not wanted:
+            return data
+        edited = update_note(data, properties=wanted, observation=None, today=today)
         if identify.read_id(edited) is None:  # the line it was owed goes in with the change, as a tool's does
             edited = identify.insert_id(edited, node.id)
         return edited
@@ -212,7 +224,7 @@ async def apply_queued_archive(rt: Runtime, change: ArchiveChange) -> str | None
     node = await rt.store.get_node(change.node_id)
     if node is None or node.path is None:
         return None  # purged since, or it has no note: nothing is left to write
-    await _archive_note(rt, node, node.path)
+    await _archive_note(rt, node, node.path, base=change.base)
     return node.path
 
 

@@ -15,7 +15,6 @@ so changes to one note land in the order they were made.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -33,6 +32,7 @@ from server.services.entities import (
     PlannedRelation,
     note_fields,
     note_holder,
+    still_wanted,
     write_entity,
     writes_notes,
 )
@@ -201,6 +201,8 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
         target=node,
         remove=remove if node is queued else (),  # keys planned for the queued node, not this one
         reason=change.reason,
+        # Judged again on the bytes the write edits: the person may set a value while it waits for quiet.
+        base=change.base if node is queued else None,
     )
     if queued is not None and node is not queued:
         await rt.store.write(memory_sql.fold_graph_only_node, queued.id, written.id, utc_now())
@@ -218,8 +220,7 @@ async def _archive_still_wanted(rt: Runtime, change: ArchiveChange) -> bool:
         return True  # a row of an older version, or nothing left to compare: applied as it was
     await _read_now(rt, node.path)
     node = await rt.store.get_node(change.node_id) or node
-    now = _plain(node.properties.get("status"))
-    if now in (_plain(change.base.get("status")), _plain(ARCHIVED)):
+    if still_wanted({"status": ARCHIVED}, (), change.base, node.properties)[0]:
         return True
     log.info(
         "a queued archive of %s leaves its status as it is: the note says %s since it was queued",
@@ -254,27 +255,12 @@ def _still_wanted(
     change: EntityChange, held: Mapping[str, Any]
 ) -> tuple[dict[str, Any], tuple[str, ...], list[str]]:
     """The keys of `change` still to write into a node that holds `held` now: (properties, keys to take out,
-    keys left alone). A key holding neither what it held when the write was queued (`change.base`) nor what
-    the write sets was changed since, by the person or a later write, and the older write must not undo that.
-    Values compare by their JSON form (a note's `3` and a tool's `3` alike)."""
-    base = change.base
-    if base is None:  # a row of an older version: applied as it was
-        return dict(change.properties), change.remove, []
-
-    def changed_since(key: str, wanted: Any) -> bool:
-        now = _plain(held.get(key))
-        return key in base and now != _plain(base[key]) and now != _plain(wanted)
-
-    properties = {k: v for k, v in change.properties.items() if not changed_since(k, v)}
-    remove = tuple(k for k in change.remove if not changed_since(k, None))
+    keys left alone) (`entities.still_wanted`; the write checks again on the bytes it edits)."""
+    properties, remove = still_wanted(change.properties, change.remove, change.base, held)
     left = [k for k in change.properties if k not in properties] + [
         k for k in change.remove if k not in remove
     ]
     return properties, remove, left
-
-
-def _plain(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 async def _planned(rt: Runtime, relation: QueuedRelation) -> PlannedRelation:
