@@ -12,7 +12,9 @@ writes nothing. Real servers over stdio, their real watchers, a real vault.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,20 @@ from tests.test_outbox import ATLAS, Holder, follower, started, text
 pytestmark = pytest.mark.skipif(not COMMAND.exists(), reason="engrama-vault is not installed in this venv")
 
 SETTLE = "1"  # the settle window the servers run with (production: 3 s); a tool waits it + 2 s at most
+
+
+@contextlib.asynccontextmanager
+async def atlas_served(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> AsyncIterator[tuple[ClientSession, Path]]:
+    """A real server (settle window SETTLE) over a vault holding Projects/Atlas.md, once Atlas has its id."""
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": SETTLE}
+    async with synced_session(vault, db_path, tmp_path, env=env) as session:
+        await eventually(lambda: "engrama_id:" in atlas.read_text(encoding="utf-8"), 20, "Atlas's id line")
+        yield session, atlas
 
 
 async def keep_saving(note: Path, seconds: float, every: float = 0.4) -> str:
@@ -47,12 +63,7 @@ async def keep_saving(note: Path, seconds: float, every: float = 0.4) -> str:
 async def test_a_tool_call_into_a_note_being_typed_writes_nothing_and_says_so(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
-    (vault / "Projects").mkdir()
-    atlas = vault / "Projects/Atlas.md"
-    atlas.write_text(ATLAS, encoding="utf-8")
-    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": SETTLE}
-    async with synced_session(vault, db_path, tmp_path, env=env) as session:
-        await eventually(lambda: "engrama_id:" in atlas.read_text(encoding="utf-8"), 20, "Atlas's id line")
+    async with atlas_served(vault, db_path, tmp_path) as (session, atlas):
         typing = asyncio.create_task(keep_saving(atlas, seconds=6))
         await asyncio.sleep(1.0)
         result = await session.call_tool(
@@ -118,12 +129,7 @@ async def test_a_write_an_editor_saves_its_older_copy_over_is_made_again_on_top(
     saves ~2 s after a keystroke): the note on disk was quiet, the write landed and was reported, and the
     editor's save of its buffer (which never held the write) wiped it. A save of the note that lacks a tool's
     change made a moment ago has the change made again, on top of what the person typed."""
-    (vault / "Projects").mkdir()
-    atlas = vault / "Projects/Atlas.md"
-    atlas.write_text(ATLAS, encoding="utf-8")
-    env = {**os.environ, "ENGRAMA_SETTLE_SECONDS": SETTLE}
-    async with synced_session(vault, db_path, tmp_path, env=env) as session:
-        await eventually(lambda: "engrama_id:" in atlas.read_text(encoding="utf-8"), 20, "Atlas's id line")
+    async with atlas_served(vault, db_path, tmp_path) as (session, atlas):
         await asyncio.sleep(float(SETTLE) + 0.5)  # the note has been left alone
         buffer = atlas.read_text(encoding="utf-8") + "A sentence typed, not saved yet.\n"  # the editor's
         done = await call(
