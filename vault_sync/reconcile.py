@@ -49,7 +49,7 @@ from vault_sync.report import (
     SyncReport,
 )
 from vault_sync.scan import presence, scan_vault, vault_is_empty
-from vault_sync.writer import KEEP_EXTRA, KEEP_TIMES, NoteBusy, Quiet, edit_note_aside, keeping, kept_edit
+from vault_sync.writer import KEEP_EXTRA, KEEP_TIMES, NoteBusy, Quiet, edit_note_aside, kept_edit, kept_paths
 
 __all__ = ["BATCH", "PROCESS_THRESHOLD", "NoteRules", "Progress", "VaultSync"]
 
@@ -460,11 +460,9 @@ class VaultSync:
                 outcomes.append(prepared)
         applies = [o for o in outcomes if isinstance(o, _Apply)]
         created = await self.graph.apply_notes([a.update for a in applies]) if applies else []
-        if not dry_run and self.writable and keeping():
+        if not dry_run and self.writable and (kept := kept_paths()):
             for read in reads:
-                if read.state is not None and (
-                    edit := await asyncio.to_thread(kept_edit, self.root, read.path)
-                ):
+                if read.path in kept and (edit := await asyncio.to_thread(kept_edit, self.root, read.path)):
                     self._write_again(read.path, edit)
         flags = dict(zip((id(a) for a in applies), created, strict=True))
         done = [o if isinstance(o, NoteOutcome) else o.outcome(flags[id(o)]) for o in outcomes]

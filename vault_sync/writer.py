@@ -264,9 +264,11 @@ def _keep(
             del _KEPT[key]
 
 
-def keeping() -> bool:
-    """Whether some tool write is still kept (a cheap test before reading anything)."""
-    return bool(_KEPT)
+def kept_paths() -> set[str]:
+    """The vault paths of the tool writes still kept (a cheap test before reading anything again)."""
+    now = time.monotonic()
+    with _KEPT_LOCK:
+        return {kept.rel for kept in _KEPT.values() if kept.until > now}
 
 
 def kept_edit(root: Path, rel: str) -> Callable[[bytes], bytes] | None:
@@ -592,12 +594,7 @@ def _read_when_quiet(
             raise WriterStopping(
                 f"engrama is stopping (its client went away); nothing was written into {rel}"
             )
-        if (lock := git_lock(root)) is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise NoteBusy(_git_busy(lock, rel))
-            time.sleep(min(0.25, left))
-            continue
+        _wait_for_git(root, rel, deadline - time.monotonic())
         data, st = _read_stable(real, rel)
         age = time.time() - st.st_mtime_ns / 1e9
         if 0 <= age < quiet.brought and arrived(st):

@@ -153,9 +153,14 @@ async def _archive_note(
         # whose frontmatter cannot take it): review 21c, such notes were refused with advice that never helped.
         require_note_of(data, read, node.id, rel, recorded)
 
+    left: dict[str, Any] = {}  # the status the person set since the archive was queued, as the last edit saw
+
     def edit(data: bytes) -> bytes:  # pure: the writer re-runs it when the note changed meanwhile
-        wanted, _ = still_wanted({"status": ARCHIVED}, (), base, frontmatter_of(data))
+        held = frontmatter_of(data)
+        wanted, _ = still_wanted({"status": ARCHIVED}, (), base, held)
+        left.clear()
         if not wanted:
+            left["status"] = held.get("status")
             return data
         edited = update_note(data, properties=wanted, observation=None, today=today)
         if identify.read_id(edited) is None:  # the line it was owed goes in with the change, as a tool's does
@@ -175,6 +180,13 @@ async def _archive_note(
             node, "archive", True, f"{rel} is no longer in the vault, so {node.name!r} is archived"
         )
     outcome = await rt.require_sync().sync_path(rel)
+    if left:  # the graph follows the note, as the person set it (review 22a)
+        log.info(
+            "a queued archive of %s leaves its status as it is: the note says %s", node.name, left["status"]
+        )
+        return _forgotten(
+            node, "archive", False, f"{rel} says `status: {left['status']}`, set since; left as it is"
+        )
     after = await rt.store.get_node(node.id)
     if outcome.action == FAILED or after is None or after.status != ARCHIVED:
         raise ServiceError(

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from server.runtime import Runtime
 from server.services.errors import NoteNotFound, ServiceError
-from vault_sync.paths import conflict_original, links_to_note
+from vault_sync.paths import conflict_original, links_to_note, to_rel
 from vault_sync.reconcile import Progress
 from vault_sync.report import FAILED, IGNORED, UNCHANGED, SyncReport
 
@@ -53,7 +52,7 @@ def _linked_note(rt: Runtime, rel: str) -> str | None:
     link = rt.vault / rel
     if not links_to_note(rt.vault, link):
         return None
-    return Path(os.path.relpath(os.path.realpath(link), os.path.realpath(rt.vault))).as_posix()
+    return to_rel(rt.vault, os.path.realpath(link))
 
 
 async def sync_vault(

@@ -37,7 +37,7 @@ from server.services.entities import (
     writes_notes,
 )
 from server.services.errors import ServiceError
-from server.services.forget import ARCHIVED, apply_queued_archive, apply_queued_trash
+from server.services.forget import apply_queued_archive, apply_queued_trash
 from server.store import Node, insights_sql, memory_sql, outbox_sql
 from server.store.clock import utc_now
 from server.store.outbox_sql import QueuedRow
@@ -147,8 +147,7 @@ async def _apply(rt: Runtime, change: Change) -> str | None:
     if isinstance(change, EntityChange):
         return await _apply_entity(rt, change)
     if isinstance(change, ArchiveChange):
-        if await _archive_still_wanted(rt, change):
-            await apply_queued_archive(rt, change)
+        await apply_queued_archive(rt, change)
         return change.node_id
     if isinstance(change, TrashChange):
         await apply_queued_trash(rt, change)
@@ -209,25 +208,6 @@ async def _apply_entity(rt: Runtime, change: EntityChange) -> str:
     if not same_day and change.observation and written.path is not None:
         await _append_observation(rt, written.path, change.observation, change.day)
     return written.id
-
-
-async def _archive_still_wanted(rt: Runtime, change: ArchiveChange) -> bool:
-    """Whether a queued archive is still to write: not when the note's `status` now holds neither what it held
-    when the archive was queued nor `archived` (the person set it since, e.g. `on-hold`: review 22a, the older
-    write overwrote it). The note is read first, so the graph holds what it says now (and follows it)."""
-    node = await rt.store.get_node(change.node_id)
-    if change.base is None or node is None or node.path is None:
-        return True  # a row of an older version, or nothing left to compare: applied as it was
-    await _read_now(rt, node.path)
-    node = await rt.store.get_node(change.node_id) or node
-    if still_wanted({"status": ARCHIVED}, (), change.base, node.properties)[0]:
-        return True
-    log.info(
-        "a queued archive of %s leaves its status as it is: the note says %s since it was queued",
-        change.name,
-        node.properties.get("status"),
-    )
-    return False
 
 
 # Each note (its full path) a drain reconciled, with its size and modification time then: a row waiting on a
