@@ -147,3 +147,25 @@ def test_a_target_no_wikilink_carries_is_written_as_a_plain_value_once(target: s
     assert [link.target for link in note.links] == [target]
     assert add_relation(once, "USES", target) == once
     assert remove_relation(once, "USES", target) == data
+
+
+@pytest.mark.parametrize(
+    "relations",
+    [
+        "relations:   # typed links go here\n",
+        'relations: {USES: "[[Zlib]]"}  # keep this comment\n',
+        'relations: {\n  USES: "[[Zlib]]",  # why zlib: compression\n}\n',
+        'relations:\n  USES:\n    A: 1  # a map value\n  APPLIES:\n    - "[[Idea Y]]"   # decided in March\n',
+    ],
+    ids=["null", "flow map", "multi-line flow map", "map value"],
+)
+def test_a_relations_entry_with_comments_is_never_written_anew(relations: str) -> None:
+    """Review 23a: where no small edit could add the relation (an empty value, a flow map, a map under a type),
+    the whole `relations:` entry was rendered again and every comment the person wrote in it was gone, the
+    call reporting the note updated. It is refused, as a property holding a comment is, and the note is left."""
+    note = f"---\ntitle: A\n{relations}---\nbody\n".encode()
+    with pytest.raises(MalformedNote, match="holds a comment"):
+        add_relation(note, "USES", "Zstd")
+    if "APPLIES" in relations:
+        with pytest.raises(MalformedNote, match="holds a comment"):
+            remove_relation(note, "APPLIES", "Idea Y")

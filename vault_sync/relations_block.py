@@ -23,6 +23,7 @@ from vault_sync.parse import rel_type_of, relation_values
 from vault_sync.wikilinks import relation_target
 from vault_sync.yaml_edit import (
     Entry,
+    comments_in,
     content_end,
     line_after,
     mapping_indent,
@@ -75,8 +76,22 @@ def add_relation(data: bytes, rel_type: str, target: str, same: Iterable[str] = 
             if entry is None:
                 raise
     assert entry is not None  # only an existing entry lacks a precise edit
+    _keeps_comments(text, entry, "add the relation")
     rendered = render_entry(RELATIONS_KEY, expected_relations, indent=mapping_indent(text), newline=_nl(span))
     return verify(splice(data, span, text, entry.start, entry.end, rendered), expected, "adding a relation")
+
+
+def _keeps_comments(text: str, entry: Entry, doing: str) -> None:
+    """Refuse to write `relations:` anew when the person wrote comments on its lines: the parsed value does not
+    hold them, so rendering it again would lose them (review 23a; as `yaml_edit.entry_edit` refuses for a
+    property)."""
+    comments = comments_in(text, entry)
+    if comments:
+        raise MalformedNote(
+            f"`{RELATIONS_KEY}:` in the frontmatter holds a comment ({comments[0]!r}) that writing it anew to "
+            f"{doing} would lose; the note was left alone. Edit it by hand, or move the comment to a line of "
+            "its own (above `relations:`), then try again"
+        )
 
 
 def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
@@ -102,6 +117,7 @@ def remove_relation(data: bytes, rel_type: str, target: str) -> bytes:
         return data
     text = yaml_text(data, span)
     entry = next(e for e in reversed(top_level_entries(text)) if e.key == RELATIONS_KEY)
+    _keeps_comments(text, entry, "take the relation out")
     rendered = (
         render_entry(RELATIONS_KEY, kept, indent=mapping_indent(text), newline=_nl(span)) if kept else ""
     )
