@@ -90,8 +90,10 @@ def plan_properties(
     plan = PropertyPlan()
     for key, new in proposed.items():
         old = current.get(key)
-        if _empty(old) or _same(old, new):
+        if _empty(old):
             plan.write[key] = new
+        elif _same(old, new):
+            continue  # the same value (case and spacing aside): the person's spelling stays (review 23a)
         elif isinstance(old, list) and _contains(old, new):
             continue  # already there: keep the person's list as it is
         elif resolve == "keep_both":
