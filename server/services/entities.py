@@ -750,6 +750,13 @@ async def _note_is_entity(rt: Runtime, rel: str, label: str, name: str) -> str |
     was purged from the graph (the note kept) is read again: the name remembered anew is that note (review
     21c: it got a second note, `Name 2.md`, beside the person's)."""
     outcome = await rt.require_sync().sync_path(rel)
+    if outcome.action == FAILED:
+        # It may well be the entity's note, with a typo in its frontmatter or bytes that are not UTF-8: a note
+        # `Name 2.md` beside it would split the entity in two once it is fixed (review 23a).
+        raise ServiceError(
+            f"{name} was not written: {rel} is already there and cannot be read ({outcome.error}); it may be "
+            f"the note of {name}. Fix it (or rename it if it is another note), then try again"
+        )
     if (
         outcome.id
         and await rt.store.get_node(outcome.id) is None
