@@ -72,6 +72,34 @@ async def test_remembering_twice_the_same_day_changes_nothing(rt: Runtime, vault
     assert (vault / "Technologies/SQLite.md").read_bytes() == before
 
 
+async def test_a_value_remembered_again_in_other_capitals_keeps_the_persons_spelling(
+    rt: Runtime, vault: Path
+) -> None:
+    """Review 23a: remember judged "active" the same as the note's "Active" (case and spacing do not count) and
+    then wrote its own spelling over the person's, reported as an update, with the person's values recorded as
+    replaced. The same value leaves the note as the person wrote it."""
+    original = (
+        b"---\ntype: Project\nstatus: Active\nowner: Ann Smith\ntags: [ProjectX, Alpha]\n"
+        b"aliases: [The Big One]\n---\nMine.\n"
+    )
+    write(vault, "Projects/Atlas.md", original)
+    await rt.require_sync().sync_path("Projects/Atlas.md")
+    written = (vault / "Projects/Atlas.md").read_bytes()
+    props = {
+        "status": "active",
+        "owner": "ann smith",
+        "tags": ["projectx", "alpha"],
+        "aliases": ["the big one"],
+    }
+    done = await remember(rt, "Project", "Atlas", props)
+    assert done.path == "Projects/Atlas.md" and not done.clarifications
+    assert (vault / "Projects/Atlas.md").read_bytes() == written  # nothing to change: same values
+    node = await rt.store.get_node(done.id)
+    assert (
+        node is not None and node.properties["status"] == "Active" and node.properties["owner"] == "Ann Smith"
+    )
+
+
 async def test_relations_are_mirrored_and_targets_created_with_the_inferred_label(
     rt: Runtime, vault: Path
 ) -> None:
@@ -138,6 +166,24 @@ async def test_a_file_name_taken_by_another_entity_gets_a_suffix(rt: Runtime, va
     assert done.path == "Projects/Atlas 2.md" and done.created
     other = (vault / "Projects/Atlas.md").read_bytes()
     assert other.startswith(b"---\ntype: Concept\nengrama_id: ") and other.endswith(b"---\nThe idea.\n")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"---\ntype: Project\nstatus: [active\n---\nMine.\n", b"---\ntype: Project\n---\nCaf\xe9 notes.\n"],
+    ids=["yaml typo", "not utf-8"],
+)
+async def test_a_note_at_the_entitys_path_that_cannot_be_read_gets_no_second_note_beside_it(
+    rt: Runtime, vault: Path, data: bytes
+) -> None:
+    """Review 23a: remember found Projects/Atlas.md unreadable (a typo in its frontmatter, bytes that are not
+    UTF-8) and created `Atlas 2.md` beside it; once the person fixed theirs, the vault held two Atlas entities.
+    It may be the entity's note: the call says so and what to do, and writes nothing."""
+    write(vault, "Projects/Atlas.md", data)
+    with pytest.raises(ServiceError, match=r"Projects/Atlas\.md is already there and cannot be read"):
+        await remember(rt, "Project", "Atlas", {"owner": "Ann"}, "Told while the note was broken.")
+    assert sorted(p.name for p in (vault / "Projects").iterdir()) == ["Atlas.md"]
+    assert (vault / "Projects/Atlas.md").read_bytes() == data
 
 
 async def test_an_unsynced_note_of_the_same_entity_is_merged_not_duplicated(rt: Runtime, vault: Path) -> None:
