@@ -41,10 +41,18 @@ import anyio
 
 from server.runtime import STUB_SWEEP, Runtime, drop_stubs_left_over, remove_leftovers
 from server.services.outbox import drain
-from server.store import clock, outbox_sql
+from server.store import clock, kept_sql, outbox_sql
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
-from vault_sync.writer import let_go, write_again
+from vault_sync.writer import (
+    KEEP_EXTRA,
+    KEEP_TIMES,
+    keep_recorded,
+    let_go,
+    record_kept,
+    saved_over_since,
+    write_again,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +85,7 @@ class LiveSync:
         self._on_notes_changed = on_notes_changed  # notes came or went (MCP resources/list_changed)
         self._supervisor: asyncio.Task[None] | None = None
         self._outbox: asyncio.Task[None] | None = None  # the holder's drain of writes other processes queued
+        self._kept_log: kept_sql.KeptLog | None = None  # where the holder records the tool writes it keeps
         self._outbox_due = asyncio.Event()
         self._running = False
         self._last_error: str | None = None
@@ -159,6 +168,9 @@ class LiveSync:
         await remove_leftovers(self.rt.sync.root, self.rt.store)
         self._stubs_swept = time.monotonic()
         write_again(self.rt.sync.root)
+        await self._keep_recorded_writes()
+        self._kept_log = kept_sql.KeptLog(self.rt.settings.db_path)
+        record_kept(self.rt.sync.root, self._kept_log.record)
         self.rt.sync.writable = True
         self.reconciler = LiveReconciler(
             self.rt.sync,
@@ -172,6 +184,32 @@ class LiveSync:
         await self.reconciler.start()
         self._outbox_due.set()  # drain at once what followers queued while nobody held the lease
         self._outbox = asyncio.create_task(self._drain_outbox(), name="engrama-outbox")
+
+    async def _keep_recorded_writes(self) -> None:
+        """Keep the tool writes the process that held the vault before this one was keeping when it stopped
+        (`kept_sql`): what is left of their time, and a write an editor saved an older copy over meanwhile (or
+        while its maker would still have been waiting to make it again) is made again on top of the person's
+        text. Called before this process writes anything."""
+        assert self.rt.sync is not None
+        sync = self.rt.sync
+        try:
+            recorded = await self.rt.store.read(kept_sql.recorded)
+        except Exception as exc:  # e.g. the database refuses reads: the vault is served all the same
+            log.warning("could not read the tool writes kept by the process before this one: %s", exc)
+            return
+        now = time.time()
+        grace = KEEP_TIMES * (sync.settle + KEEP_EXTRA)
+        for kept in recorded:
+            edit = keep_recorded(sync.root, kept, now)
+            if await asyncio.to_thread(saved_over_since, sync.root, kept, grace):
+                log.warning(
+                    "%s: an editor saved an older copy over engrama's write while the process that made it "
+                    "stopped; it is made again on top of the person's text",
+                    kept.rel,
+                )
+                sync.write_again_later(kept.rel, edit)
+        with contextlib.suppress(Exception):
+            await self.rt.store.write(kept_sql.forget, [k for k in recorded if k.until <= now])
 
     async def _drain_outbox(self) -> None:
         """Apply the writes other processes queued, whenever the supervisor says it is time (every tick).
@@ -247,6 +285,11 @@ class LiveSync:
                 log.warning(
                     "a write into the vault was still under way after %.0f s; letting go", LET_GO_WAIT
                 )
+        if sync is not None:
+            record_kept(sync.root, None)
+        if self._kept_log is not None:
+            self._kept_log.close()
+            self._kept_log = None
         self.lease.release()
         if self._running:
             self._running = False

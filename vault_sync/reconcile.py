@@ -170,7 +170,7 @@ class VaultSync:
         # Paths whose note would take over its path's node: when that was first seen, and the checksum then
         # (`_takeover_wait`).
         self._takeovers: dict[str, tuple[float, str]] = {}
-        self._again: set[asyncio.Task[None]] = set()  # tool writes being made again (`_write_again`)
+        self._again: set[asyncio.Task[None]] = set()  # tool writes being made again (`write_again_later`)
 
     @property
     def writable(self) -> bool:
@@ -463,7 +463,7 @@ class VaultSync:
         if not dry_run and self.writable and (kept := kept_paths()):
             for read in reads:
                 if read.path in kept and (edit := await asyncio.to_thread(kept_edit, self.root, read.path)):
-                    self._write_again(read.path, edit)
+                    self.write_again_later(read.path, edit)
         flags = dict(zip((id(a) for a in applies), created, strict=True))
         done = [o if isinstance(o, NoteOutcome) else o.outcome(flags[id(o)]) for o in outcomes]
         # A path gone is archived once the batch's notes are applied: a note renamed or moved within the batch
@@ -658,10 +658,10 @@ class VaultSync:
         self._takeovers[read.path] = (since, checksum)
         return self.settle - (now - since)
 
-    def _write_again(self, rel: str, edit: Callable[[bytes], bytes]) -> None:
+    def write_again_later(self, rel: str, edit: Callable[[bytes], bytes]) -> None:
         """A tool's write into `rel` was saved over by an editor holding an older copy of the note
-        (`writer.kept_edit`): make it again on what the note holds now, once the note is quiet, off this
-        reconcile."""
+        (`writer.kept_edit`, or a write the process before this one recorded: `server.live`): make it again on
+        what the note holds now, once the note is quiet, off this reconcile."""
         task = asyncio.get_running_loop().create_task(self._make_again(rel, edit))
         self._again.add(task)
         task.add_done_callback(self._again.discard)
@@ -670,7 +670,7 @@ class VaultSync:
         quiet = Quiet(self.settle, None, self.settle + KEEP_EXTRA, keep=True)
         for _ in range(KEEP_TIMES):
             try:
-                await edit_note_aside(self.root, rel, edit, quiet=quiet)
+                done = await edit_note_aside(self.root, rel, edit, quiet=quiet)
             except NoteBusy:
                 continue  # still being typed in: wait for the pause again
             except (OSError, VaultError) as exc:
@@ -678,11 +678,12 @@ class VaultSync:
                     "%s: engrama's write, saved over by an editor, could not be made again: %s", rel, exc
                 )
                 return
-            log.warning(
-                "%s: an editor saved an older copy of the note over engrama's write; it is made again on top "
-                "of the person's text",
-                rel,
-            )
+            if done.changed:
+                log.warning(
+                    "%s: an editor saved an older copy of the note over engrama's write; it is made again on "
+                    "top of the person's text",
+                    rel,
+                )
             return
         log.warning("%s: engrama's write, saved over by an editor, waited for quiet in vain; it is lost", rel)
 

@@ -75,6 +75,7 @@ from vault_sync.errors import (
 from vault_sync.identify import read_id
 from vault_sync.model import FileState
 from vault_sync.paths import TRASH_FOLDER, classify, is_inside, make_temp_name, resolve_in_vault, to_rel
+from vault_sync.reapply import reapply
 from vault_sync.templates import rules as template_rules
 
 try:
@@ -252,16 +253,96 @@ _KEPT: dict[str, _Kept] = {}
 _KEPT_LOCK = threading.Lock()
 
 
+@dataclass(frozen=True)
+class KeptWrite:
+    """What a process records of a tool write it keeps, so that a process taking the vault over after it died
+    can keep it too (`server.store.kept_sql`, `restore_kept`): an editor's older copy saved over the write a
+    moment after the holder was killed would otherwise win, and the assistant was told it was written."""
+
+    rel: str
+    note_id: str | None  # the id line the note held as written
+    base: bytes  # the note's bytes before the write
+    written: bytes  # and after it
+    written_at: float  # time.time() of the write
+    until: float  # time.time() until which it is kept
+
+
+_RECORDERS: dict[str, Callable[[KeptWrite], None]] = {}  # vault root -> where its kept writes are recorded
+
+
+def record_kept(root: Path, recorder: Callable[[KeptWrite], None] | None) -> None:
+    """Record the tool writes kept in `root` with `recorder` from now on (None: no longer). The lease holder
+    records them in the database; the recorder is called on the writing thread, before the write returns."""
+    key = os.path.abspath(root)
+    with _KEPT_LOCK:
+        if recorder is None:
+            _RECORDERS.pop(key, None)
+        else:
+            _RECORDERS[key] = recorder
+
+
 def _keep(
-    real: Path, rel: str, edit: Callable[[bytes], bytes], base: bytes, written: bytes, settle: float
+    root: Path,
+    real: Path,
+    rel: str,
+    edit: Callable[[bytes], bytes],
+    base: bytes,
+    written: bytes,
+    settle: float,
 ) -> None:
     now = time.monotonic()
     lines = collections.Counter(base.splitlines()), collections.Counter(written.splitlines())
+    note_id = read_id(written)
     with _KEPT_LOCK:
         times = kept.times if (kept := _KEPT.get(str(real))) is not None and kept.until > now else 0
-        _KEPT[str(real)] = _Kept(rel, edit, read_id(written), now + settle + KEEP_EXTRA, *lines, times)
+        _KEPT[str(real)] = _Kept(rel, edit, note_id, now + settle + KEEP_EXTRA, *lines, times)
         for key in [k for k, v in _KEPT.items() if v.until <= now]:
             del _KEPT[key]
+        recorder = _RECORDERS.get(os.path.abspath(root))
+    if recorder is not None:
+        wall = time.time()
+        recorder(KeptWrite(rel, note_id, base, written, wall, wall + settle + KEEP_EXTRA))
+
+
+def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], bytes]:
+    """Keep, in this process, a write another process made and recorded (`KeptWrite`), for what is left of
+    its time (at `now`, time.time()); returns its edit: the write's change made on the text at hand
+    (`reapply`), or that text unchanged when the person changed the lines it touched."""
+
+    def edit(data: bytes) -> bytes:
+        return reapply(kept.base, kept.written, data) or data
+
+    left = kept.until - now
+    if left > 0:
+        try:
+            real = Path(os.path.realpath(resolve_in_vault(root, kept.rel)))
+        except VaultError:
+            return edit
+        lines = collections.Counter(kept.base.splitlines()), collections.Counter(kept.written.splitlines())
+        with _KEPT_LOCK:
+            _KEPT[str(real)] = _Kept(kept.rel, edit, kept.note_id, time.monotonic() + left, *lines)
+    return edit
+
+
+def saved_over_since(root: Path, kept: KeptWrite, grace: float) -> bool:
+    """Whether the note of a write another process recorded is, now, an editor's older copy saved over that
+    write (`_Kept.saved_over`) while the write was kept or within `grace` seconds after (when its maker
+    would still have been waiting to make it again): a note changed later than that holds the person's
+    text, which is theirs to keep."""
+    try:
+        real = Path(os.path.realpath(resolve_in_vault(root, kept.rel)))
+        data, st = _read_stable(real, kept.rel)
+    except (OSError, VaultError):
+        return False
+    if read_id(data) != kept.note_id or st.st_mtime > kept.until + grace:
+        return False
+    base, written = (
+        collections.Counter(kept.base.splitlines()),
+        collections.Counter(kept.written.splitlines()),
+    )
+    return _Kept(kept.rel, lambda d: d, kept.note_id, 0.0, base, written).saved_over(data) and (
+        reapply(kept.base, kept.written, data) not in (None, data)
+    )
 
 
 def kept_paths() -> set[str]:
@@ -462,7 +543,7 @@ def edit_note(
             state = _swap_in(root, real, real_rel, new, read.checksum, st, edit)
             if state is not None:
                 if quiet is not None and quiet.keep:
-                    _keep(real, real_rel, edit, data, new, quiet.settle)
+                    _keep(root, real, real_rel, edit, data, new, quiet.settle)
                 return WriteResult(real_rel, read.checksum, state, changed=True)
             log.info("%s changed while engrama was editing it; re-basing the edit", real_rel)
     raise ConcurrentEdit(

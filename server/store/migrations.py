@@ -490,6 +490,18 @@ M020_BRIEF_SEEN_CHANGES = """
                 || coalesce(n.path, '')
             from nodes n where n.id = brief_seen.node_id);
 """
+# Tool writes the lease holder keeps against an editor's older copy (`vault_sync.writer.KeptWrite`), recorded
+# so that a process taking the vault over after the holder died keeps them too (`kept_sql`). Rows live seconds.
+M021_KEPT_WRITES = """
+        create table kept_writes (
+            path text primary key,          -- vault-relative path of the note written
+            note_id text,                   -- the engrama_id line it held as written
+            base blob not null,             -- its bytes before the write
+            written blob not null,          -- and after it
+            written_at real not null,       -- unix time of the write
+            until real not null             -- unix time until which the write is kept
+        );
+"""
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "m001_create_graph", M001_CREATE_GRAPH),
@@ -512,6 +524,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (18, "m018_property_words", M018_PROPERTY_WORDS),
     (19, "m019_cjk_pairs", M019_CJK_PAIRS),
     (20, "m020_brief_seen_changes", M020_BRIEF_SEEN_CHANGES),
+    (21, "m021_kept_writes", M021_KEPT_WRITES),
 )
 # Steps in Python, run after a migration's statements in the same transaction.
 STEPS: dict[int, Callable[[Any], None]] = {

@@ -1,0 +1,152 @@
+"""A tool's write kept against an editor's older copy survives the death of the process that made it.
+
+For a moment after a tool's write, a save of the note that lacks it (an editor saving a buffer from before the
+write) has the write made again on top (review 22g, tests/test_typing_editor.py). That lived in the writing
+process's memory only: killed in that moment, and the editor's older copy saved over the note, the write was gone
+for good although the assistant had been told it was made. The holder now records each kept write in the
+database (`server.store.kept_sql`), and the process that takes the vault over makes it again
+(`vault_sync.reapply`: the change from the bytes before the write to the bytes after it, made on the text the
+note holds now). Real servers over stdio, a real SIGKILL, a real vault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.test_e2e_stdio import COMMAND, call
+from tests.test_live import eventually
+from tests.test_outbox import ATLAS, Holder, follower, started, text
+from vault_sync.reapply import reapply
+from vault_sync.writer import KeptWrite, saved_over_since
+
+LINES = st.lists(st.sampled_from([b"a\n", b"b\n", b"c\n", b"---\n", b"x: 1\n", b"\n", b"tail"]), max_size=10)
+
+
+def _edited(lines: list[bytes], data: st.DataObject) -> list[bytes]:
+    """`lines` with a few lines inserted, removed or replaced (a tool's write)."""
+    out = list(lines)
+    for _ in range(data.draw(st.integers(0, 3))):
+        kind = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        if kind == "insert" or not out:
+            out.insert(
+                data.draw(st.integers(0, len(out))), data.draw(st.sampled_from([b"NEW\n", b"tag: t\n"]))
+            )
+        elif kind == "delete":
+            del out[data.draw(st.integers(0, len(out) - 1))]
+        else:
+            out[data.draw(st.integers(0, len(out) - 1))] = b"CHANGED\n"
+    return out
+
+
+@given(LINES, st.data())
+def test_a_write_made_again_on_the_text_it_was_made_on_gives_exactly_what_it_wrote(
+    base: list[bytes], data: st.DataObject
+) -> None:
+    written = b"".join(_edited(base, data))
+    assert reapply(b"".join(base), written, b"".join(base)) == written
+
+
+@given(LINES, st.data())
+def test_a_write_made_again_keeps_the_lines_the_person_added_since(
+    base: list[bytes], data: st.DataObject
+) -> None:
+    """The editor's copy holds a line typed before its save, at the end: the write is made again and the typed
+    line is kept, once."""
+    base = [*base, b"last line\n"] if not base or base[-1].endswith(b"\n") else [*base, b"\nlast line\n"]
+    written = _edited(base[:-1], data) + [base[-1]]  # the write leaves the last line alone
+    typed = b"A sentence typed, not saved yet.\n"
+    merged = reapply(b"".join(base), b"".join(written), b"".join(base) + typed)
+    assert merged is not None
+    assert merged.endswith(typed) and merged.count(typed) == 1
+    assert merged[: -len(typed)] == b"".join(written)
+
+
+def test_a_write_whose_lines_the_person_changed_is_not_made_again() -> None:
+    base = b"---\nstatus: active\n---\nBody.\n"
+    written = b"---\nstatus: archived\n---\nBody.\n"
+    assert reapply(base, written, b"---\nstatus: paused\n---\nBody.\n") is None  # the person's value stays
+
+
+def test_a_recorded_write_counts_as_saved_over_only_by_a_save_made_while_it_was_kept(tmp_path: Path) -> None:
+    """What the process taking the vault over decides from a record: an older copy saved while the write was
+    kept (or while its maker would still have waited to make it again) is saved over; a change made later is
+    the person's (they may have taken the line out on purpose)."""
+    note = tmp_path / "Atlas.md"
+    base = b"---\nengrama_id: abc\n---\nAtlas is our build system.\n"
+    written = base + b"- Told just before the crash.\n"
+    now = time.time()
+    kept = KeptWrite("Atlas.md", "abc", base, written, now - 1, now + 2)
+    note.write_bytes(base + b"Typed.\n")  # the editor's older copy, saved now
+    assert saved_over_since(tmp_path, kept, grace=5)
+    os.utime(note, (now + 20, now + 20))  # saved again long after the write's time
+    assert not saved_over_since(tmp_path, kept, grace=5)
+    os.utime(note, (now, now))
+    note.write_bytes(written)  # the note holds the write: nothing to make again
+    assert not saved_over_since(tmp_path, kept, grace=5)
+    note.write_bytes(base.replace(b"abc", b"other") + b"Typed.\n")  # another note at the path now
+    assert not saved_over_since(tmp_path, kept, grace=5)
+
+
+pytestmark_e2e = pytest.mark.skipif(
+    not COMMAND.exists(), reason="engrama-vault is not installed in this venv"
+)
+
+
+@pytestmark_e2e
+async def test_a_write_saved_over_after_its_maker_was_killed_is_made_again_by_the_next_holder(
+    vault: Path, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder writes a queued remember into Atlas, is SIGKILLed a moment later, and the person's editor then
+    saves its copy from before the write (with a sentence typed meanwhile) in place. The follower takes the vault
+    over and makes the write again, on top of what the person typed."""
+    monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", "1")
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    holder = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        await started(holder, vault)
+        async with follower(vault, db_path, tmp_path / "follower.log") as session:
+            await asyncio.sleep(1.5)  # the note has been left alone for the settle window
+            buffer = atlas.read_text(encoding="utf-8") + "A sentence typed, not saved yet.\n"  # the editor's
+            done = await call(
+                session,
+                "engrama_remember",
+                {"label": "Project", "name": "Atlas", "observation": "Told just before the crash."},
+            )
+            assert "queued" in done["message"]  # the holder writes it
+            await eventually(lambda: "Told just before the crash." in text(vault, "Projects/Atlas.md"), 20)
+            holder.proc.send_signal(signal.SIGKILL)
+            holder.proc.wait(timeout=10)
+            with open(atlas, "r+", encoding="utf-8") as editor:  # the autosave of the older buffer, in place
+                editor.truncate(0)
+                editor.write(buffer)
+
+            def both() -> bool:
+                now = text(vault, "Projects/Atlas.md")
+                return "A sentence typed, not saved yet." in now and "Told just before the crash." in now
+
+            await eventually(both, 30, "the write made again by the process that took the vault over")
+
+            async def found() -> bool:
+                hits = await call(session, "engrama_search", {"query": "crash"})
+                return [r["name"] for r in hits["results"]][:1] == ["Atlas"]
+
+            await eventually(found, 20, "the graph in step with the note")
+        final = atlas.read_text(encoding="utf-8")
+        assert final.count("Told just before the crash.") == 1 and final.count("engrama_id:") == 1
+        assert final.count("A sentence typed, not saved yet.") == 1
+    finally:
+        if holder.proc.poll() is None:
+            holder.proc.kill()
+            holder.proc.wait()
+        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
+        print(f"--- follower.log\n{(tmp_path / 'follower.log').read_text(encoding='utf-8')}")
