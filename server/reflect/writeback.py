@@ -39,6 +39,7 @@ class WriteBack:
     written: list[str]  # the vault paths that carry the section after the call, sorted
     skipped: list[SyncError]  # the entities' notes it could not go into, and why (fix, then write again)
     queued: str | None = None  # another process holds the vault: it writes the section (what to expect)
+    waiting: tuple[str, ...] = ()  # of `skipped`, the notes that may take it later (busy, malformed, ...)
 
 
 QUEUED_WRITE = (
@@ -50,7 +51,10 @@ QUEUED_WRITE = (
 async def queue_write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
     """`write_back` asked of a process without the vault's lease (a second MCP client's server): checked as far
     as the graph can tell now, then queued for the holder, which writes it into the notes as it finds them."""
-    target = _checked_target(rt.require_sync(), target_note) if target_note is not None else None
+    sync = rt.require_sync()
+    target = _checked_target(sync, target_note) if target_note is not None else None
+    if target is not None and not await asyncio.to_thread((sync.root / target).is_file):
+        raise InsightWriteError(_missing_target_message(target))  # as the holder would say (review 23b)
     if target is None and not any(e.path for e in await entity_links(rt, row.entities)):
         raise InsightWriteError(_no_note_message(row))
     await rt.store.write(outbox_sql.enqueue, InsightWrite(row.id, target), utc_now())
@@ -64,37 +68,79 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
     into, with why. An entity's note renamed or moved since the graph saw it is found by its id and written
     there."""
     sync = _require_vault(rt)
-    entities = await entity_links(rt, row.entities)
+    entities = await _entities_where_they_are(rt, sync, row)
+    skipped: list[SyncError] = []
     if target_note is not None:
         targets = [_checked_target(sync, target_note)]
     else:
         targets = sorted({e.path for e in entities if e.path})
+        # An entity whose note was deleted or put in the trash has none to take the section: said, not left
+        # out without a word (review 23b).
+        skipped = [SyncError(path, _gone_message(name)) for name, path in await _gone_notes(rt, sync, row)]
         if not targets:
             raise InsightWriteError(_no_note_message(row))
     owners = {e.path: e.id for e in entities if e.path}
     holding: list[str] = []
-    skipped: list[SyncError] = []
+    waiting: list[str] = []
     for rel in targets:
         owner = owners.get(rel) if target_note is None else None
         try:
             holding.append(await _append_following(rt, sync, rel, owner, row, entities))
         except FileNotFoundError:
             if target_note is not None:
-                raise InsightWriteError(
-                    f"{rel} does not exist; create the note first, or leave target_note out to write the "
-                    "insight into the notes of its entities"
-                ) from None
+                raise InsightWriteError(_missing_target_message(rel)) from None
             log.warning("insight %s: %s is gone from the vault; skipped", row.id, rel)
-            skipped.append(SyncError(rel, "the note is gone from the vault (deleted, or in its trash)"))
+            name = next((e.name for e in entities if e.path == rel), rel)
+            skipped.append(SyncError(rel, _gone_message(name)))
         except VaultError as exc:  # malformed, unreadable, kept changing, read-only, or a symlink out
             if target_note is not None:
                 raise InsightWriteError(f"cannot write into {rel}: {exc}") from None
             log.warning("insight %s: not written into %s: %s", row.id, rel, exc)
             skipped.append(SyncError(rel, str(exc)))
+            waiting.append(rel)
     if not await rt.store.read(outbox_sql.insight_recorded, row.id):
         await record_approval(rt, row)  # once on record, a record the person deleted is not written again
     await rt.store.write(insights_sql.record_written, row.id, holding)
-    return WriteBack(sorted(set(holding)), skipped)
+    return WriteBack(sorted(set(holding)), skipped, waiting=tuple(waiting))
+
+
+async def _entities_where_they_are(rt: Runtime, sync: VaultSync, row: InsightRow) -> list[render.EntityLink]:
+    """The insight's entities with the paths their notes have now. A note renamed or moved since the graph
+    saw it is found by its id (and synced there) before any section is rendered: every section links to
+    where the notes are, and a note's own section does not link to itself (review 23b: the one moved note
+    was found, but all the sections were rendered with its old path)."""
+    entities = await entity_links(rt, row.entities)
+    moved = False
+    for entity in entities:
+        if entity.path and not await asyncio.to_thread((sync.root / entity.path).exists):
+            moved = await _moved_to(rt, entity.id) is not None or moved
+    return await entity_links(rt, row.entities) if moved else entities
+
+
+async def _gone_notes(rt: Runtime, sync: VaultSync, row: InsightRow) -> list[tuple[str, str]]:
+    """(name, last path) of the insight's entities archived because their note was deleted or moved to the
+    trash (an entity archived by engrama_forget keeps its note, and is left out as before)."""
+    nodes = await rt.store.read(insights_sql.entity_nodes, list(row.entities))
+    archived = [n for n in (nodes.get(i) for i in row.entities) if n is not None and n.status == "archived"]
+    return [
+        (n.name, n.path)
+        for n in archived
+        if n.path and not await asyncio.to_thread((sync.root / n.path).exists)
+    ]
+
+
+def _gone_message(name: str) -> str:
+    return (
+        f"the note of {name} is gone from the vault (deleted, or moved to its trash); restore it and write the "
+        "insight again, or pass target_note to write it into another note"
+    )
+
+
+def _missing_target_message(rel: str) -> str:
+    return (
+        f"{rel} does not exist; create the note first, or leave target_note out to write the insight into "
+        "the notes of its entities"
+    )
 
 
 async def _append_following(
