@@ -276,6 +276,15 @@ async def _apply_insight_write(rt: Runtime, change: InsightWrite) -> None:
         return
     for skip in done.skipped:
         log.warning("insight %s: not written into %s: %s", row.id, skip.path, skip.error)
+    if done.waiting:
+        # A note being edited, or malformed for now: the row stays, says why in engrama_status, and is tried
+        # again (the notes that have the section already are left as they are). Review 23b: it was dropped.
+        reasons = {skip.path: skip.error for skip in done.skipped}
+        raise ServiceError(
+            "the insight is not in "
+            + "; ".join(f"{rel} yet ({reasons.get(rel, 'not written')})" for rel in done.waiting)
+            + "; it is written there once the note can take it"
+        )
 
 
 async def _apply_insight(rt: Runtime, change: InsightRecord) -> None:
