@@ -371,3 +371,75 @@ async def test_a_write_back_cut_short_by_a_kill_is_finished_by_the_next_start(
     for path, data in before.items():
         now = path.read_bytes()
         assert now.startswith(data) and now.count(b"<!-- engrama:insight ") == 1, path
+
+
+async def test_every_section_links_to_where_a_moved_note_is_now(vault, db_path) -> None:
+    """Review 23b: a note moved just before the write was found by its id and written, but every section was
+    rendered with its old path: the links to it led nowhere (a click made an empty note there) and its own
+    section linked to itself."""
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        (vault / "Archive").mkdir()
+        os.rename(vault / b.paths["Alpha"], vault / "Archive/Alpha.md")  # no sync since
+        done = await write_insight_to_vault(rt, insight_id)
+    assert done.written == sorted(["Archive/Alpha.md", b.paths["Beta"], b.paths["SQLite"]])
+    for rel in done.written:
+        text = (vault / rel).read_text(encoding="utf-8")
+        assert "[[Projects/Alpha|" not in text
+        assert ("[[Archive/Alpha|Alpha]]" in text) == (rel != "Archive/Alpha.md")  # never a link to itself
+    assert not (vault / "Projects/Alpha.md").exists()
+
+
+async def test_an_entity_whose_note_went_to_the_trash_is_reported_not_left_out(vault, db_path) -> None:
+    """Review 23b: once the graph had seen an entity's note deleted or trashed (its entity archived), writing
+    the insight left that entity out without a word; the result said nothing was skipped."""
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        (vault / ".trash").mkdir()
+        os.rename(vault / b.paths["Alpha"], vault / ".trash/Alpha.md")
+        await rt.require_sync().sync_vault()
+        done = await write_insight_to_vault(rt, insight_id)
+    assert done.written == sorted([b.paths["Beta"], b.paths["SQLite"]])
+    assert [s.path for s in done.skipped] == [b.paths["Alpha"]]
+    assert "gone from the vault" in done.skipped[0].error and "restore it" in done.skipped[0].error
+
+
+async def test_a_queued_write_back_waits_for_a_note_that_cannot_take_it_yet(vault, db_path) -> None:
+    """Review 23b: the holder applying a second client's write-back skipped a note it could not write then
+    (being edited, malformed for a moment), logged it and dropped the row: that note never got the insight
+    and engrama_status showed nothing waiting. The row stays, with why, and the note gets it once it can."""
+    from server.services import outbox
+    from server.store import outbox_sql
+
+    b = shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        rt.require_sync().writable = False  # as a follower's server is
+        assert (await write_insight_to_vault(rt, insight_id)).queued
+        rt.require_sync().writable = True
+        good = b.read("Alpha")
+        (vault / b.paths["Alpha"]).write_bytes(good.replace(b"type: Project", b"type: [Project"))
+        assert await outbox.drain(rt) == outbox.Drained(0, 1)
+        summary = await rt.store.read(outbox_sql.summary)
+        assert summary.waiting == 1 and b"engrama:insight" in b.read("Beta")
+        (vault / b.paths["Alpha"]).write_bytes(good)  # the person fixes the typo
+        assert await outbox.drain(rt) == outbox.Drained(1, 0)
+        assert b"engrama:insight" in b.read("Alpha") and b.read("Beta").count(b"<!-- engrama:insight ") == 1
+
+
+async def test_a_second_clients_write_into_a_target_note_that_does_not_exist_is_refused_at_once(
+    vault, db_path
+) -> None:
+    """Review 23b: the holder refuses a target_note that does not exist; the same call from a second client was
+    reported queued, then dropped by the holder with only a line in its log."""
+    from server.store import outbox_sql
+
+    shared_sqlite(vault)
+    async with synced(vault, db_path) as rt:
+        insight_id = await approved_insight(rt)
+        rt.require_sync().writable = False
+        with pytest.raises(InsightWriteError, match=r"Notes/Ideas\.md does not exist"):
+            await write_insight_to_vault(rt, insight_id, target_note="Notes/Ideas.md")
+        assert (await rt.store.read(outbox_sql.summary)).waiting == 0
