@@ -25,7 +25,7 @@ from tests.test_e2e_stdio import COMMAND, call
 from tests.test_live import eventually
 from tests.test_outbox import ATLAS, Holder, follower, started, text
 from vault_sync.reapply import reapply
-from vault_sync.writer import KeptWrite, saved_over_since
+from vault_sync.writer import KeptWrite, keep_recorded, saved_over_since
 
 LINES = st.lists(st.sampled_from([b"a\n", b"b\n", b"c\n", b"---\n", b"x: 1\n", b"\n", b"tail"]), max_size=10)
 
@@ -93,6 +93,18 @@ def test_a_recorded_write_counts_as_saved_over_only_by_a_save_made_while_it_was_
     assert not saved_over_since(tmp_path, kept, grace=5)
     note.write_bytes(base.replace(b"abc", b"other") + b"Typed.\n")  # another note at the path now
     assert not saved_over_since(tmp_path, kept, grace=5)
+
+
+def test_a_recorded_write_made_again_twice_is_in_the_note_once(tmp_path: Path) -> None:
+    """The process taking over may make a recorded write again from two places at once (the record, and its own
+    watcher seeing the older copy saved): like a tool's own edit, the edit changes nothing the second time."""
+    base = b"---\nengrama_id: abc\n---\nAtlas is our build system.\n"
+    written = base + b"- Told just before the crash.\n"
+    typed = base + b"Typed.\n"
+    edit = keep_recorded(tmp_path, KeptWrite("Atlas.md", "abc", base, written, 0.0, 1.0), now=2.0)
+    once = edit(typed)
+    assert once == written + b"Typed.\n"
+    assert edit(once) == once and edit(written) == written
 
 
 pytestmark_e2e = pytest.mark.skipif(

@@ -307,9 +307,14 @@ def _keep(
 def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], bytes]:
     """Keep, in this process, a write another process made and recorded (`KeptWrite`), for what is left of
     its time (at `now`, time.time()); returns its edit: the write's change made on the text at hand
-    (`reapply`), or that text unchanged when the person changed the lines it touched."""
+    (`reapply`) when that text lacks it, else that text unchanged (it holds the write already, or the person
+    changed the lines it touched). Repeatable, as a tool's own edit is: made twice, it changes nothing more."""
+    lines = collections.Counter(kept.base.splitlines()), collections.Counter(kept.written.splitlines())
+    lacking = _Kept(kept.rel, lambda data: data, kept.note_id, 0.0, *lines)
 
     def edit(data: bytes) -> bytes:
+        if not lacking.saved_over(data):
+            return data
         return reapply(kept.base, kept.written, data) or data
 
     left = kept.until - now
@@ -318,7 +323,6 @@ def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], 
             real = Path(os.path.realpath(resolve_in_vault(root, kept.rel)))
         except VaultError:
             return edit
-        lines = collections.Counter(kept.base.splitlines()), collections.Counter(kept.written.splitlines())
         with _KEPT_LOCK:
             _KEPT[str(real)] = _Kept(kept.rel, edit, kept.note_id, time.monotonic() + left, *lines)
     return edit
