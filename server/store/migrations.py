@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,14 @@ import sqlean
 
 from server.store import nodes_sql, passages_sql, sync_sql
 from server.store.clock import utc_now
+
+log = logging.getLogger(__name__)
+
+# How long opening a database that needs upgrading waits for the write lock (ms): another engrama-vault process
+# (a second MCP client started at the same moment) may hold it for as long as one migration takes, which on a
+# large vault is longer than the usual busy timeout (review 23c: migration 10 took 10.5 s at 10,000 notes, and
+# the second server exited saying another program held the database).
+UPGRADE_WAIT_MS = 300_000
 
 M001_CREATE_GRAPH = """
         create table meta (key text primary key, value text not null);
@@ -467,13 +476,19 @@ M017_NOTE_EXTRAS = """
             primary key (key, node_id)
         ) without rowid;
         create index insight_sections_node on insight_sections(node_id);
-        update files set checksum = 'read-again-m017', size = -1 where checksum != 'owed-id';
+        -- Not the file of a purged node (review 23c): its row is what keeps the note out of the graph.
+        update files set checksum = 'read-again-m017', size = -1
+        where checksum != 'owed-id' and (node_id is null or node_id in (select id from nodes));
 """
 # A note is found by the words of what its frontmatter states (`sync_sql.indexed_name`: its aliases and the
 # text of its properties, beside its name and tags, in its whole-note row's name column). The rows are made when
 # notes are read, so every note is read once more, as for migration 17: the same bytes, no news.
 M018_PROPERTY_WORDS = """
-        update files set checksum = 'read-again-m018', size = -1 where checksum != 'owed-id';
+        -- A file still marked by migration 17 keeps its mark: its node's tags were not kept before (review 23c:
+        -- `sync_sql._apply_one` must not take them for news). Nor the file of a purged node.
+        update files set checksum = 'read-again-m018', size = -1
+        where checksum not in ('owed-id', 'read-again-m017')
+            and (node_id is null or node_id in (select id from nodes));
 """
 # Chinese, Japanese and Korean text is indexed as pairs of characters (`server.store.cjk`: a run of such
 # characters was one token, found by nothing but the whole run). The rows holding such text are taken out and
@@ -568,6 +583,31 @@ def apply_migrations(conn: Any) -> int:
     # BEGIN IMMEDIATE takes the write lock first (waiting for it): a bare write that starts as a read and then
     # upgrades can get SQLITE_BUSY at once when another process is migrating the same new file.
     passages_sql.register_functions(conn)
+    if not _behind(conn):
+        return 0
+    (usual,) = conn.execute("pragma busy_timeout").fetchone()
+    log.info("bringing the database up to this version (on a large vault this may take a minute)")
+    conn.execute(f"pragma busy_timeout = {max(int(usual), UPGRADE_WAIT_MS)}")
+    try:
+        return _upgrade(conn)
+    finally:
+        conn.execute(f"pragma busy_timeout = {int(usual)}")
+
+
+def _behind(conn: Any) -> bool:
+    """Whether the database lacks a migration of this version (read without a lock: WAL lets a reader in while
+    another process writes). A newer database counts, so that `_upgrade` says so."""
+    try:
+        (newest,) = conn.execute("select max(number) from schema_migrations").fetchone()
+    except sqlean.OperationalError:  # no such table: a new file
+        return True
+    if newest != MIGRATIONS[-1][0]:
+        return True
+    (count,) = conn.execute("select count(*) from schema_migrations").fetchone()
+    return count < len(MIGRATIONS)
+
+
+def _upgrade(conn: Any) -> int:
     conn.execute("begin immediate")
     conn.execute(
         "create table if not exists schema_migrations (number integer primary key, name text, applied_at text)"

@@ -515,9 +515,10 @@ def _apply_one(
         and existing["status"] != "stub"
         and existing["properties"] != properties
     ):
-        history_sql.record_changes(
-            conn, node_id, json.loads(existing["properties"] or "{}"), stated_properties, now
-        )
+        before = json.loads(existing["properties"] or "{}")
+        if "tags" in stated_properties and "tags" not in before and _tags_not_kept(conn, existing["path"]):
+            before["tags"] = stated_properties["tags"]  # stated all along: no news (review 23c)
+        history_sql.record_changes(conn, node_id, before, stated_properties, now)
     if existing is not None and existing["path"] and existing["path"] != note.path:  # the note moved
         rows = conn.execute(
             "delete from files where path = ? returning checksum, touched_ns", (existing["path"],)
@@ -567,6 +568,13 @@ def _quiet_change(existing: Any, stated: dict[str, Any]) -> str | None:
     ):
         return "properties"  # the checksum is the same: the same bytes
     return None
+
+
+def _tags_not_kept(conn: Any, path: str | None) -> bool:
+    """Whether the note at `path` was last read by a version that kept no tags (its file is still marked by
+    migration 17): the tags it states now are not a change, though the graph had none."""
+    row = conn.execute("select checksum from files where path = ?", (path,)).fetchone() if path else None
+    return row is not None and row[0] == "read-again-m017"
 
 
 def _without_tags(properties: str | None) -> dict[str, Any]:
