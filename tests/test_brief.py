@@ -453,6 +453,31 @@ async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
         assert "- edited: [[Harbor Analytics]]" in (await render_brief(rt, client="cli")).markdown
 
 
+async def test_a_database_whose_briefs_recorded_no_paths_keeps_each_clients_place(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """Review 23c: what briefs recorded before a version's path was part of it (5f043e9) was never converted, so
+    the first brief after the upgrade reported again the notes changed just before the last one."""
+    vault = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        await record_brief(rt, await render_brief(rt, client="cli"))
+    conn, _ = connect_sync(db_path)  # as a version from before migration 16 and before paths were recorded
+    _before_migration_16(conn)
+    without_paths = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties)"
+    conn.execute(
+        f"update brief_seen set fingerprint = (select {without_paths} from nodes n where n.id = brief_seen.node_id)"
+    )
+    conn.execute("delete from schema_migrations where number in (16, 20)")
+    assert apply_migrations(conn) == 2
+    conn.close()
+    async with open_runtime(settings) as rt:
+        text = (await render_brief(rt, client="cli")).markdown
+        assert "Nothing changed in the vault since the previous brief." in text, text
+
+
 async def test_notes_read_again_after_an_upgrade_are_no_news(tmp_path: Path, db_path: Path) -> None:
     """Migration 17 has every note read again so that its tags are kept: the same bytes, so neither the brief
     nor a note's history may take that read for an edit of the person's."""

@@ -498,6 +498,12 @@ M019_CJK_PAIRS = """
 # A brief's record of the versions it covered holds the node's change number too (`brief_sql._FINGERPRINT`):
 # the records made before it, of versions still current, are given theirs, so they stay covered.
 M020_BRIEF_SEEN_CHANGES = """
+        -- Records made before a version's path was part of them are given it first (review 23c).
+        update brief_seen set fingerprint = fingerprint || ' ' || coalesce(
+            (select n.path from nodes n where n.id = brief_seen.node_id), '')
+        where fingerprint = (
+            select n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties)
+            from nodes n where n.id = brief_seen.node_id);
         update brief_seen set fingerprint = fingerprint || ' ' || coalesce(
             (select c.seq from node_changes c where c.node_id = brief_seen.node_id), '')
         where fingerprint = (
