@@ -20,6 +20,7 @@ from server.settings import Settings
 from server.store import history_sql, insights_sql
 from tests.test_tools import call_error, call_ok
 from vault_sync.report import UNCHANGED
+from vault_sync.writer import NoteBusy
 
 HARBOR = (
     b"---\r\n# written by hand\r\ntype: Project\r\nstatus: active\r\n"
@@ -384,3 +385,42 @@ async def test_a_note_whose_id_line_is_owed_or_refused_can_be_forgotten(vault: P
         assert (
             vault / purged.trash_path
         ).read_bytes() == b'---\n{"type": "Project"}\n---\nJSON frontmatter.\n'
+
+
+async def test_a_purge_waits_to_move_a_note_the_person_is_typing_in(vault: Path, db_path: Path) -> None:
+    """Review 23f: purge with delete_note moved the note to the trash at once while the person was typing in it;
+    the editor's next save made it anew at its path, so the entity was back (same id), with a stale copy of the
+    note in the trash. The move waits for the note to be quiet, as a tool's edit does, or says it is being
+    edited and purges nothing."""
+    write(vault, "Projects/Harbor.md", HARBOR)
+    settings = Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)
+    async with open_runtime(settings) as rt:
+        note = vault / "Projects/Harbor.md"
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(1.1)  # quiet for the settle window: the id line is written
+        await rt.require_sync().sync_vault()
+        assert b"engrama_id: " in note.read_bytes()
+        stop = asyncio.Event()
+
+        async def typing() -> None:  # an editor saving its buffer in place, by path, every 0.3 s
+            typed = note.read_bytes()
+            while not stop.is_set():
+                typed += b"more "
+                with open(note, "r+b") as editor:
+                    editor.truncate(0)
+                    editor.write(typed)
+                await asyncio.sleep(0.3)
+
+        person = asyncio.create_task(typing())
+        try:
+            await asyncio.sleep(0.5)
+            with pytest.raises(NoteBusy, match="being edited"):
+                await forget(rt, "Harbor", mode="purge", delete_note=True)
+        finally:
+            stop.set()
+            await person
+        assert note.exists() and not (vault / ".trash").exists()
+        assert await rt.store.find_nodes("Harbor")  # nothing purged
+        await asyncio.sleep(1.2)  # the person paused
+        done = await forget(rt, "Harbor", mode="purge", delete_note=True)
+        assert done.mode == "purge" and not note.exists() and (vault / ".trash/Harbor.md").exists()

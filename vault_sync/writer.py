@@ -59,7 +59,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from vault_sync import orphans
 from vault_sync.checksum import sha256_hex
@@ -84,6 +84,8 @@ except ImportError:  # Windows: no leases (`open_for_writing`)
     fcntl = None
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Held from the re-read that guards a swap to the replace: this process's edits of a note never interleave
 # there (the step takes a read of one note and a rename; edits of other notes wait that long at most). Putting
@@ -566,13 +568,17 @@ async def edit_note_aside(
     root: Path, rel: str, edit: Callable[[bytes], bytes], **options: Any
 ) -> WriteResult:
     """`edit_note` run on the writes' own threads, off the event loop."""
+    return await write_aside(functools.partial(edit_note, root, rel, edit, **options))
+
+
+async def write_aside(call: Callable[[], T]) -> T:
+    """`call` (a write that may wait for a note to be quiet) run on the writes' own threads."""
     import asyncio
     import concurrent.futures
 
     global _WRITES
     if _WRITES is None:
         _WRITES = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="engrama-write")
-    call = functools.partial(edit_note, root, rel, edit, **options)
     return await asyncio.get_running_loop().run_in_executor(_WRITES, call)
 
 
@@ -602,13 +608,16 @@ def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
     return WriteResult(rel_norm, None, _file_state(rel_norm, data, st), changed=True)
 
 
-def move_to_trash(root: Path, rel: str) -> str:
+def move_to_trash(root: Path, rel: str, *, quiet: Quiet | None = None) -> str:
     """Move the file at vault path `rel` into the vault's `.trash/` folder, as Obsidian does; return the new path.
 
     On a name clash the file becomes `name 1.md`, `name 2.md`, ... . The move is one rename that refuses to
     replace where the system has one (else a hard link, then removal of the old name), so nothing already in
     the trash is overwritten and nothing is lost between two steps.
     A symlink is moved as the link itself. Raises `FileNotFoundError` when there is nothing at `rel`.
+    With `quiet` (a tool's move), the note is moved only once it is quiet, as a tool's edit waits
+    (`NoteBusy` when it is not, in time): an editor saving the note it has open, by its path, after the move
+    would make it anew there, and the entity would be back with a stale copy of it in the trash (review 23f).
     """
     source = resolve_in_vault(root, rel)
     src_rel = to_rel(root, source)
@@ -618,7 +627,9 @@ def move_to_trash(root: Path, rel: str) -> str:
         raise VaultError(f"{src_rel} is a folder; engrama moves only single notes to the trash")
     trash = resolve_in_vault(root, TRASH_FOLDER)
     _wait_for_git(root, src_rel)
-    with _writing(root):
+    with _writing(root) as vault_key:
+        if quiet is not None:
+            _read_when_quiet(root, Path(os.path.realpath(source)), src_rel, quiet, vault_key)
         _make_folders(root, trash)
         target = _place_in_trash(source, trash)
         _fsync_folder(trash)

@@ -11,7 +11,7 @@ the lease holder, through the outbox, when this process does not hold the lease)
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,7 +38,7 @@ from vault_sync.model import FileState
 from vault_sync.notes import update_note
 from vault_sync.outbox import ArchiveChange, TrashChange
 from vault_sync.report import FAILED
-from vault_sync.writer import edit_note_aside, move_to_trash, read_note
+from vault_sync.writer import Quiet, edit_note_aside, move_to_trash, read_note, write_aside
 
 log = logging.getLogger(__name__)
 
@@ -243,14 +243,15 @@ async def apply_queued_archive(rt: Runtime, change: ArchiveChange) -> str | None
 async def apply_queued_trash(rt: Runtime, change: TrashChange) -> str | None:
     """The lease holder's half of a follower's purge with delete_note: move the note to `.trash/` (when it
     still holds the purged entity) and purge whatever a sync brought back meanwhile; returns the trash path."""
-    trash_path = await asyncio.to_thread(_trash_if_held, rt.vault, change)
+    quiet = await rt.quiet_rule(change.path)
+    trash_path = await write_aside(functools.partial(_trash_if_held, rt.vault, change, quiet))
     await rt.store.write(
         forget_sql.purge_node, change.node_id, change.path if trash_path else None, utc_now()
     )
     return trash_path
 
 
-def _trash_if_held(root: Path, change: TrashChange) -> str | None:
+def _trash_if_held(root: Path, change: TrashChange, quiet: Quiet | None) -> str | None:
     """Move the note at `change.path` to the trash if it still holds the purged entity, else leave it."""
     try:
         data, _ = read_note(root, change.path)
@@ -263,7 +264,7 @@ def _trash_if_held(root: Path, change: TrashChange) -> str | None:
             change.name,
         )
         return None
-    return move_to_trash(root, change.path)
+    return move_to_trash(root, change.path, quiet=quiet)
 
 
 def _why_no_writes(rt: Runtime) -> str:
@@ -282,8 +283,11 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
     gone = False
     if delete_note and node.path:
         recorded = await rt.store.file_state(node.path)
+        quiet = await rt.quiet_rule(node.path)
         try:
-            trash_path = await asyncio.to_thread(_move_note_to_trash, rt.vault, node, node.path, recorded)
+            trash_path = await write_aside(
+                functools.partial(_move_note_to_trash, rt.vault, node, node.path, recorded, quiet)
+            )
         except FileNotFoundError:
             gone = True
     drop_file = node.path if delete_note else None
@@ -342,9 +346,11 @@ async def _purge_queued(rt: Runtime, node: Node, rel: str) -> Forgotten:
     )
 
 
-def _move_note_to_trash(root: Path, node: Node, rel: str, recorded: FileState | None) -> str:
+def _move_note_to_trash(
+    root: Path, node: Node, rel: str, recorded: FileState | None, quiet: Quiet | None
+) -> str:
     """Move the entity's note into `.trash/` after checking the file still is that entity's note: its id line,
-    or none and what the graph read there as its note (`entities.require_note_of`)."""
+    or none and what the graph read there as its note (`entities.require_note_of`); once it is quiet."""
     data, read = read_note(root, rel)
     require_note_of(data, read, node.id, rel, recorded)
-    return move_to_trash(root, rel)
+    return move_to_trash(root, rel, quiet=quiet)
