@@ -98,6 +98,11 @@ async def test_a_value_remembered_again_in_other_capitals_keeps_the_persons_spel
     assert (
         node is not None and node.properties["status"] == "Active" and node.properties["owner"] == "Ann Smith"
     )
+    assert "already held that value" in done.message
+    # Asked to replace it (review 23g), the tool's spelling is written, the person's kept as history.
+    fixed = await remember(rt, "Project", "Atlas", {"owner": "ann smith"}, resolve="replace")
+    assert "owner: ann smith" in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+    assert fixed.history_kept == ("owner",)
 
 
 async def test_relations_are_mirrored_and_targets_created_with_the_inferred_label(

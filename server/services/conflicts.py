@@ -69,6 +69,7 @@ class PropertyPlan:
     write: dict[str, Any] = field(default_factory=dict)
     replaced: list[str] = field(default_factory=list)
     clarifications: list[Clarification] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # already there, as the person spells it: left as it is
 
 
 def require_resolve(resolve: str | None) -> str | None:
@@ -92,8 +93,15 @@ def plan_properties(
         old = current.get(key)
         if _empty(old):
             plan.write[key] = new
+        elif _same(old, new) and resolve != "replace":
+            plan.held.append(
+                key
+            )  # the same value (case and spacing aside): their spelling stays (review 23a)
         elif _same(old, new):
-            continue  # the same value (case and spacing aside): the person's spelling stays (review 23a)
+            plan.write[key] = (
+                new  # asked to replace it: the spelling is corrected, the old one kept as history
+            )
+            plan.replaced.append(key)
         elif isinstance(old, list) and _contains(old, new):
             continue  # already there: keep the person's list as it is
         elif resolve == "keep_both":

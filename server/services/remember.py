@@ -130,6 +130,11 @@ def _message(
             parts.append(f"{relation.target.name} was {relation.revived} and is current again")
     if plan.replaced:
         parts.append(f"the previous value of {', '.join(plan.replaced)} is kept as history")
+    if plan.held:
+        parts.append(
+            f"{', '.join(plan.held)} already held that value, spelled as the note has it, and was left as it is "
+            "(pass resolve='replace' to write your spelling)"
+        )
     for ask in plan.clarifications:
         parts.append(f"{ask.key} was NOT changed: {ask.question}")
     return "; ".join(parts)
