@@ -45,8 +45,6 @@ from server.store import clock, kept_sql, outbox_sql
 from vault_sync.debounce import DEFAULT_QUIET, STORM_THRESHOLD, LiveReconciler
 from vault_sync.lease import VaultLease
 from vault_sync.writer import (
-    KEEP_EXTRA,
-    KEEP_TIMES,
     keep_recorded,
     let_go,
     record_kept,
@@ -187,9 +185,8 @@ class LiveSync:
 
     async def _keep_recorded_writes(self) -> None:
         """Keep the tool writes the process that held the vault before this one was keeping when it stopped
-        (`kept_sql`): what is left of their time, and a write an editor saved an older copy over meanwhile (or
-        while its maker would still have been waiting to make it again) is made again on top of the person's
-        text. Called before this process writes anything."""
+        (`kept_sql`): what is left of their time, and a write an editor saved an older copy over while it was
+        kept is made again on top of the person's text. Called before this process writes anything."""
         assert self.rt.sync is not None
         sync = self.rt.sync
         try:
@@ -198,10 +195,9 @@ class LiveSync:
             log.warning("could not read the tool writes kept by the process before this one: %s", exc)
             return
         now = time.time()
-        grace = KEEP_TIMES * (sync.settle + KEEP_EXTRA)
         for kept in recorded:
             edit = keep_recorded(sync.root, kept, now)
-            if await asyncio.to_thread(saved_over_since, sync.root, kept, grace):
+            if await asyncio.to_thread(saved_over_since, sync.root, kept):
                 log.warning(
                     "%s: an editor saved an older copy over engrama's write while the process that made it "
                     "stopped; it is made again on top of the person's text",
@@ -290,6 +286,8 @@ class LiveSync:
         if self._kept_log is not None:
             self._kept_log.close()
             self._kept_log = None
+            with contextlib.suppress(Exception):  # past their time, this process's records are done with
+                await self.rt.store.write(kept_sql.forget_past, time.time())
         self.lease.release()
         if self._running:
             self._running = False

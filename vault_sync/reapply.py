@@ -8,17 +8,70 @@ the note now: a three-way merge of lines, as version control does it, that refus
 run of lines the write replaced must still be there, untouched and in one piece; a line the write inserted
 needs a neighbour it stood beside. Anything else (the person changed those very lines) gives None: the
 person's text is kept as it is.
+
+The frontmatter and the body are merged apart (review 23g): a `---` the person typed right under the
+frontmatter is a line like the closing fence, and a property the write added was put before that one, in the
+body. And a last line without its newline is compared as the same line with it (review 23g: a note ending
+without one, as Obsidian leaves many, had its last line "replaced" by the write that appended after it).
 """
 
 from __future__ import annotations
 
 from difflib import SequenceMatcher
 
+_FENCES = (b"---", b"...")
+
 
 def reapply(base: bytes, written: bytes, current: bytes) -> bytes | None:
     """`current` with the change from `base` to `written` made on it; None when the lines that change touched
     are not in `current` as they were in `base`. `reapply(base, written, base) == written` always."""
-    old, new, now = base.splitlines(True), written.splitlines(True), current.splitlines(True)
+    if current == base:
+        return written
+    parts = [_split(text) for text in (base, written, current)]
+    heads = [head for head, _ in parts]
+    if all(heads):  # each part on its own; the fences are the frontmatter's own lines
+        head = _merge(*heads)
+        body = _merge(*(body for _, body in parts))
+        return None if head is None or body is None else head + body
+    if bool(heads[0]) != bool(heads[2]):
+        return None  # the person added or took out the frontmatter itself: nothing to line the write up with
+    return _merge(base, written, current)
+
+
+def _split(text: bytes) -> tuple[bytes, bytes]:
+    """(the frontmatter up to and with its closing fence line, the rest); (b"", text) without frontmatter."""
+    lines = text.splitlines(True)
+    start = 1 if lines and lines[0].lstrip(b"\xef\xbb\xbf").rstrip() == b"---" else 0
+    if not start:
+        return b"", text
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in _FENCES:
+            return b"".join(lines[: i + 1]), b"".join(lines[i + 1 :])
+    return b"", text
+
+
+def _merge(base: bytes, written: bytes, current: bytes) -> bytes | None:
+    """The three-way merge of one part, a last line without its newline compared as with it."""
+    if current == base:
+        return written
+    ended = [not text or text.endswith((b"\n", b"\r")) for text in (base, written, current)]
+    old, new, now = (
+        (text if end else text + b"\n").splitlines(True)
+        for text, end in zip((base, written, current), ended, strict=True)
+    )
+    merged = _lines(old, new, now)
+    if merged is None:
+        return None
+    out = b"".join(merged)
+    # The last line keeps the ending it had where it came from: the person's text, or the write's.
+    for text, end in ((current, ended[2]), (written, ended[1])):
+        tail = text.splitlines(True)[-1:] if text else []
+        if not end and tail and out.endswith(tail[0] + b"\n"):
+            return out[:-1]
+    return out
+
+
+def _lines(old: list[bytes], new: list[bytes], now: list[bytes]) -> list[bytes] | None:
     place = _places(old, now)
     edits: list[tuple[int, int, list[bytes]]] = []  # (start, end) in `now` replaced by lines of `new`
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
@@ -37,7 +90,7 @@ def reapply(base: bytes, written: bytes, current: bytes) -> bytes | None:
     merged = list(now)
     for start, end, lines in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
         merged[start:end] = lines
-    return b"".join(merged)
+    return merged
 
 
 def _places(old: list[bytes], now: list[bytes]) -> dict[int, int]:
@@ -56,8 +109,8 @@ def _insertion_point(place: dict[int, int], i: int, old_len: int, now_len: int) 
         return place[i]
     if i > 0 and i - 1 in place:
         return place[i - 1] + 1
+    if i == old_len:  # after the last line (into an empty part too: a write appends)
+        return now_len
     if i == 0:
         return 0
-    if i == old_len:
-        return now_len
     return None

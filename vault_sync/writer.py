@@ -330,17 +330,17 @@ def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], 
     return edit
 
 
-def saved_over_since(root: Path, kept: KeptWrite, grace: float) -> bool:
+def saved_over_since(root: Path, kept: KeptWrite) -> bool:
     """Whether the note of a write another process recorded is, now, an editor's older copy saved over that
-    write (`_Kept.saved_over`) while the write was kept or within `grace` seconds after (when its maker
-    would still have been waiting to make it again): a note changed later than that holds the person's
-    text, which is theirs to keep."""
+    write (`_Kept.saved_over`) while the write was kept. A save made after that was never judged by the
+    process that made the write: it is the person's, who may have taken the write's lines out on purpose
+    (review 23g: a line deleted seconds after the write came back at the next start)."""
     try:
         real = Path(os.path.realpath(resolve_in_vault(root, kept.rel)))
         data, st = _read_stable(real, kept.rel)
     except (OSError, VaultError):
         return False
-    if read_id(data) != kept.note_id or st.st_mtime > kept.until + grace:
+    if read_id(data) != kept.note_id or st.st_mtime > kept.until:
         return False
     base, written = (
         collections.Counter(kept.base.splitlines()),

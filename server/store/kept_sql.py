@@ -90,3 +90,8 @@ def forget(conn: Any, kept: list[KeptWrite]) -> None:
     conn.executemany(
         "delete from kept_writes where path = ? and written_at = ?", [(k.rel, k.written_at) for k in kept]
     )
+
+
+def forget_past(conn: Any, now: float) -> None:
+    """Drop the records past their time (a holder stopping cleanly: what it kept was judged while it ran)."""
+    conn.execute("delete from kept_writes where until < ?", (now,))
