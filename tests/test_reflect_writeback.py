@@ -424,9 +424,16 @@ async def test_a_queued_write_back_waits_for_a_note_that_cannot_take_it_yet(vaul
         assert await outbox.drain(rt) == outbox.Drained(0, 1)
         summary = await rt.store.read(outbox_sql.summary)
         assert summary.waiting == 1 and b"engrama:insight" in b.read("Beta")
+        # Review 23g: the person takes the section out of Beta while the row waits; tried again, the row
+        # writes only the notes still without it, and Beta stays as they left it.
+        without = b.read("Beta")[: b.read("Beta").index(b"\n<!-- engrama:insight ")] + b"\n"
+        (vault / b.paths["Beta"]).write_bytes(without)
+        await rt.require_sync().sync_vault()
+        assert await outbox.drain(rt) == outbox.Drained(0, 1)
+        assert b.read("Beta") == without
         (vault / b.paths["Alpha"]).write_bytes(good)  # the person fixes the typo
         assert await outbox.drain(rt) == outbox.Drained(1, 0)
-        assert b"engrama:insight" in b.read("Alpha") and b.read("Beta").count(b"<!-- engrama:insight ") == 1
+        assert b"engrama:insight" in b.read("Alpha") and b.read("Beta") == without
 
 
 async def test_a_second_clients_write_into_a_target_note_that_does_not_exist_is_refused_at_once(

@@ -61,12 +61,15 @@ async def queue_write_back(rt: Runtime, row: InsightRow, target_note: str | None
     return WriteBack([], [], QUEUED_WRITE)
 
 
-async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> WriteBack:
+async def write_back(
+    rt: Runtime, row: InsightRow, target_note: str | None, *, leave: Sequence[str] = ()
+) -> WriteBack:
     """Append the insight's section to its entities' notes (or `target_note`); also make sure the insight has
     its own note. `written`: the vault paths that carry the section after the call, sorted, the same on every
     call whether this call wrote them or an earlier one did; `skipped`: the entities' notes it could not go
     into, with why. An entity's note renamed or moved since the graph saw it is found by its id and written
-    there."""
+    there. The notes of `leave` (a queued write tried again: the ones it went into already) are not written
+    again, but still count as written."""
     sync = _require_vault(rt)
     entities = await _entities_where_they_are(rt, sync, row)
     skipped: list[SyncError] = []
@@ -84,6 +87,9 @@ async def write_back(rt: Runtime, row: InsightRow, target_note: str | None) -> W
     waiting: list[str] = []
     for rel in targets:
         owner = owners.get(rel) if target_note is None else None
+        if rel in leave:
+            holding.append(rel)
+            continue
         try:
             holding.append(await _append_following(rt, sync, rel, owner, row, entities))
         except FileNotFoundError:

@@ -121,7 +121,7 @@ async def _drain(rt: Runtime, subjects: set[str] | None) -> Drained:
 async def _apply_row(rt: Runtime, row: QueuedRow) -> bool:
     """Apply one row and drop it, or keep it with the reason it failed; True when applied."""
     try:
-        node_id = await _apply(rt, decode(row.kind, row.payload))
+        node_id = await _apply(rt, decode(row.kind, row.payload), again=row.last_error is not None)
     except RETRYABLE as exc:
         error = str(exc) or type(exc).__name__
         if _gist(error) != _gist(row.last_error):  # say it once, not every second
@@ -142,8 +142,9 @@ def _gist(error: str | None) -> str | None:
     return None if error is None else re.sub(r"\d+(?:\.\d+)?", "#", error)
 
 
-async def _apply(rt: Runtime, change: Change) -> str | None:
-    """Write one change into the vault; returns the node whose note now states it (None when no note)."""
+async def _apply(rt: Runtime, change: Change, *, again: bool = False) -> str | None:
+    """Write one change into the vault; returns the node whose note now states it (None when no note).
+    `again`: an earlier attempt at this row failed (and may have done part of it)."""
     if isinstance(change, EntityChange):
         return await _apply_entity(rt, change)
     if isinstance(change, ArchiveChange):
@@ -153,7 +154,7 @@ async def _apply(rt: Runtime, change: Change) -> str | None:
         await apply_queued_trash(rt, change)
         return None
     if isinstance(change, InsightWrite):
-        await _apply_insight_write(rt, change)
+        await _apply_insight_write(rt, change, again=again)
         return None
     await _apply_insight(rt, change)
     return None
@@ -260,17 +261,19 @@ async def _append_observation(rt: Runtime, rel: str, observation: str, day: str)
     await rt.require_sync().sync_path(rel)
 
 
-async def _apply_insight_write(rt: Runtime, change: InsightWrite) -> None:
+async def _apply_insight_write(rt: Runtime, change: InsightWrite, *, again: bool = False) -> None:
     """A follower's `engrama_write_insight_to_vault`: the section written as the holder finds the notes now. An
     insight no longer approved (retracted meanwhile) is not written; one that can no longer be written at all
-    (its entities' notes gone) is said in the log and dropped, as the call itself would have said."""
+    (its entities' notes gone) is said in the log and dropped, as the call itself would have said. Tried
+    `again` (a note could not take it before), only the notes still without it are written: a section the
+    person took out of a note that had it is theirs to remove (review 23g)."""
     await restore_decisions(rt)
     row = await rt.store.read(insights_sql.get_insight, change.insight_id)
     if row is None or row.status != insights_sql.APPROVED:
         log.info("insight %s is no longer approved; its queued write-back is dropped", change.insight_id)
         return
     try:
-        done = await write_back(rt, row, change.target_note)
+        done = await write_back(rt, row, change.target_note, leave=row.written_paths if again else ())
     except InsightWriteError as exc:
         log.warning("insight %s: the queued write-back cannot be done: %s", row.id, exc)
         return
