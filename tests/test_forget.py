@@ -424,3 +424,27 @@ async def test_a_purge_waits_to_move_a_note_the_person_is_typing_in(vault: Path,
         await asyncio.sleep(1.2)  # the person paused
         done = await forget(rt, "Harbor", mode="purge", delete_note=True)
         assert done.mode == "purge" and not note.exists() and (vault / ".trash/Harbor.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("data", "called"),
+    [
+        (b"---\ntype: Project\naliases: [Atl]\n---\nThe Atlas platform.\n", "Atl"),
+        (b"---\ntype: Project\nname: Atlas Platform\n---\nThe Atlas platform.\n", "atlas-2024"),
+    ],
+    ids=["alias", "file name"],
+)
+async def test_an_entity_forgotten_by_its_alias_or_file_name_is_brought_back_by_it(
+    vault: Path, db_path: Path, data: bytes, called: str
+) -> None:
+    """Review 23f: forget found the entity by its alias (or its note's file name), but remember by the same
+    name did not find the forgotten entity and created a second note beside it."""
+    rel = "Projects/atlas-2024.md" if called == "atlas-2024" else "Projects/Atlas.md"
+    write(vault, rel, data)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        first = await forget(rt, called)
+        assert first.status == "archived"
+        again = await remember(rt, "Project", called, {}, "Back on the roadmap.")
+        assert again.id == first.id and again.path == rel and not again.created
+    assert sorted(p.name for p in (vault / "Projects").iterdir()) == [Path(rel).name]

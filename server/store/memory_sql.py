@@ -73,12 +73,23 @@ def live_namesake(conn: Any, label: str, name: str, excluding: str) -> Node | No
 
 
 def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
-    """The most recently archived node of `label` called `name` (a forgotten entity a write may revive)."""
+    """The most recently archived node of `label` called `name` (a forgotten entity a write may revive); else
+    the one with that alias, else that file name, as `find_merge_target` widens it for live nodes (review
+    23f: forgotten by its alias, it was not found by it again, and remembering the alias made a second
+    note)."""
     row = conn.execute(
         f"select {_COLUMNS} from nodes n where {SAME_NAME} and n.label = ? "
         "and n.status = 'archived' order by n.updated_at desc limit 1",
         (*same_name(name), label),
     ).fetchone()
+    for kind in ("alias", "stem"):
+        if row is None:
+            row = conn.execute(
+                f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
+                f"where k.key = ? and k.kind = '{kind}' and n.label = ? and n.status = 'archived' "
+                "order by n.updated_at desc limit 1",
+                (fold(name), label),
+            ).fetchone()
     return None if row is None else row_to_node(row)
 
 
