@@ -448,3 +448,19 @@ async def test_an_entity_forgotten_by_its_alias_or_file_name_is_brought_back_by_
         again = await remember(rt, "Project", called, {}, "Back on the roadmap.")
         assert again.id == first.id and again.path == rel and not again.created
     assert sorted(p.name for p in (vault / "Projects").iterdir()) == [Path(rel).name]
+
+
+async def test_of_two_notes_of_one_name_and_label_forget_asks_which(vault: Path, db_path: Path) -> None:
+    """Review 23f: with Projects/Atlas.md and Projects/2023/Atlas.md, both Projects, forget archived one of them
+    without a word (only namesakes of different labels were asked about). It asks, and the note's path
+    chooses."""
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nThis year's Atlas.\n")
+    write(vault, "Projects/2023/Atlas.md", b"---\ntype: Project\n---\nThe old Atlas.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        with pytest.raises(ServiceError, match=r"2 entities are called 'Atlas'.*the note's path as name"):
+            await forget(rt, "Atlas")
+        done = await forget(rt, "Projects/2023/Atlas")
+        assert done.path == "Projects/2023/Atlas.md" and done.status == "archived"
+    assert b"status: archived" in (vault / "Projects/2023/Atlas.md").read_bytes()
+    assert b"status" not in (vault / "Projects/Atlas.md").read_bytes()

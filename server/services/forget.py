@@ -98,10 +98,16 @@ async def _resolve(rt: Runtime, name: str, label: str | None) -> Node:
             "ones too) to find its exact name, then call engrama_forget again"
         )
     first = nodes[0]
-    rivals = [n for n in nodes[1:] if n.status == first.status and n.label != first.label]
-    if rivals:  # forgetting the wrong one of two same-named entities is worse than asking
+    # Forgetting the wrong one of two same-named entities is worse than asking; of one label too (review 23f:
+    # of Projects/Atlas.md and Projects/2023/Atlas.md, one was archived without a word).
+    rivals = [n for n in nodes[1:] if n.status == first.status]
+    if rivals:
         which = ", ".join(f"a {n.label}" + (f" ({n.path})" if n.path else "") for n in [first, *rivals])
-        raise ServiceError(f"{len(rivals) + 1} entities are called {name!r}: {which}; pass label to choose")
+        example = next((n.path[:-3] for n in [first, *rivals] if n.path and n.path.endswith(".md")), None)
+        by_path = f", or the note's path as name (such as {example!r})" if example else ""
+        raise ServiceError(
+            f"{len(rivals) + 1} entities are called {name!r}: {which}; pass label to choose{by_path}"
+        )
     return first
 
 
