@@ -343,3 +343,16 @@ async def test_a_search_while_the_server_first_takes_in_the_vault_says_its_resul
             await asyncio.sleep(0.1)
         after = await call_ok(c, "engrama_search", {"query": "topic"})
     assert "taking in" not in after.get("proactive_hint", "") and after["results"]
+
+
+async def test_a_write_refused_for_a_merge_conflict_says_to_make_the_call_again(settings: Settings) -> None:
+    """Review 23f: the refusal said "engrama writes into it again once the conflict is resolved", but a tool
+    call is not kept for later: the person resolved the conflict and the fact never arrived."""
+    note = settings.vault / "Projects/Clash.md"  # type: ignore[operator]
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text("---\ntype: Project\n---\n<<<<<<< HEAD\nmine\n=======\ntheirs\n>>>>>>> other\n", "utf-8")
+    async with connected(settings) as client:
+        text = await call_error(
+            client, "engrama_remember", {"label": "Project", "name": "Clash", "observation": "Decided."}
+        )
+    assert "merge conflict" in text and "make this call again" in text and "writes into it again" not in text

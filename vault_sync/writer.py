@@ -529,8 +529,8 @@ def edit_note(
             if in_conflict(data):
                 raise NoteInConflict(
                     f"{real_rel} holds an unresolved merge conflict (lines starting <<<<<<<, ======= and "
-                    ">>>>>>>, left by git or a sync tool); nothing was written. engrama writes into it again "
-                    "once the conflict is resolved"
+                    ">>>>>>>, left by git or a sync tool); nothing was written into it. Resolve the conflict first: "
+                    "keep the lines you want and delete the marker lines"
                 )
             if not data:
                 log.info("%s is empty; the edit writes it from nothing (quiet rule: %s)", real_rel, quiet)

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from server.runtime import NoVaultConfigured, Runtime
 from server.store.database import DatabaseError, DatabaseProblem, DatabaseTrouble, explain_database_error
-from vault_sync.errors import VaultError
+from vault_sync.errors import NoteInConflict, VaultError
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ def tool_errors() -> Iterator[None]:
         raise
     except DatabaseTrouble as exc:  # its disk is full, ...: explained already
         raise ToolError(f"{exc}. {_MAYBE_SAVED}") from exc
+    except NoteInConflict as exc:  # a call made here is not kept for later (review 23f: it said it would be)
+        raise ToolError(f"{exc}; then make this call again: it is not kept to be written later") from exc
     # ValueError: ServiceError, ProfileError...; DatabaseProblem: the database file was deleted or replaced.
     except (ValueError, VaultError, NoVaultConfigured, DatabaseProblem) as exc:
         raise ToolError(str(exc)) from exc
