@@ -441,3 +441,46 @@ async def test_an_entity_whose_note_became_a_link_to_another_note_gets_a_note_ag
     assert again.id == done.id and not again.created
     with pytest.raises(ServiceError, match="is a link to the note 'Real/Target.md'"):
         await sync_note(rt, "Linky.md")
+
+
+async def test_a_remember_cancelled_while_it_waits_for_quiet_writes_nothing_later(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 23h: a remember cancelled by the client (or timed out) while the person was typing went on
+    waiting on its thread and wrote a moment later, on top of a later remember the assistant had been told
+    was made (status back to the cancelled call's value). Cancelled, it writes nothing, and the next call
+    plans on the note as it is."""
+    import asyncio
+
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\nstatus: active\n---\nMine.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        note = vault / "Projects/Atlas.md"
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(1.1)
+        await rt.require_sync().sync_vault()  # the id line, once quiet
+        stop = asyncio.Event()
+
+        async def typing() -> None:  # an editor saving in place every 0.3 s
+            typed = note.read_bytes()
+            while not stop.is_set():
+                typed += b"more "
+                with open(note, "r+b") as editor:
+                    editor.truncate(0)
+                    editor.write(typed)
+                await asyncio.sleep(0.3)
+
+        person = asyncio.create_task(typing())
+        await asyncio.sleep(0.5)
+        call = asyncio.create_task(remember(rt, "Project", "Atlas", {"status": "paused"}, "Cancelled call."))
+        await asyncio.sleep(0.4)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        stop.set()
+        await person
+        await asyncio.sleep(1.2)  # the person paused: a write still waiting would land now
+        done = await remember(rt, "Project", "Atlas", {"status": "active"}, "The call made after it.")
+        await asyncio.sleep(1.5)
+        text = note.read_text(encoding="utf-8")
+        assert "Cancelled call." not in text and "status: paused" not in text
+        assert "The call made after it." in text and "status: active" in text and not done.clarifications

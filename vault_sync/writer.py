@@ -393,6 +393,10 @@ class NoteBusy(VaultError):
     """The note is being saved or typed into right now; nothing was written (try again in a few seconds)."""
 
 
+class WriteCancelled(VaultError):
+    """The call that asked for the write was cancelled (or timed out) while it waited: nothing was written."""
+
+
 @dataclass(frozen=True)
 class Quiet:
     """When a tool may write into a note the person may be editing (DESIGN section 2: never race the editor).
@@ -415,6 +419,9 @@ class Quiet:
     # A tool's write (not an id line): kept against an editor's older copy for a moment after it is made
     # (`kept_edit`).
     keep: bool = False
+    # Set when the call that asked for the write is cancelled while it waits (`edit_note_aside`): the write is
+    # then not made, rather than landing later on top of what the person or a later call wrote (review 23h).
+    cancelled: threading.Event | None = dataclasses.field(default=None, compare=False)
 
 
 class NoteExists(VaultError):
@@ -541,6 +548,8 @@ def edit_note(
             if new == data:
                 return WriteResult(real_rel, read.checksum, read, changed=False)
             _require_readable_size(real_rel, new)
+            if quiet is not None:
+                _unless_cancelled(quiet, real_rel)
             if not st.st_mode & 0o222:  # replacing it by rename would need only the folder's permission
                 raise NoteReadOnly(
                     f"{real_rel} is read-only (its permissions let no one write it), so engrama does not write "
@@ -567,19 +576,41 @@ _WRITES: Any = None
 async def edit_note_aside(
     root: Path, rel: str, edit: Callable[[bytes], bytes], **options: Any
 ) -> WriteResult:
-    """`edit_note` run on the writes' own threads, off the event loop."""
-    return await write_aside(functools.partial(edit_note, root, rel, edit, **options))
+    """`edit_note` run on the writes' own threads, off the event loop. Cancelled while it waits for the note
+    to be quiet, it writes nothing, and it returns (raises the cancellation) only once the thread has given
+    up: a write its caller no longer waits for would land later, on top of what a later call wrote, while the
+    entity's lock was already released (review 23h)."""
+    stop = threading.Event()
+    if (quiet := options.get("quiet")) is not None:
+        options["quiet"] = dataclasses.replace(quiet, cancelled=stop)
+    return await write_aside(functools.partial(edit_note, root, rel, edit, **options), stop)
 
 
-async def write_aside(call: Callable[[], T]) -> T:
-    """`call` (a write that may wait for a note to be quiet) run on the writes' own threads."""
+async def write_aside(call: Callable[[], T], stop: threading.Event | None = None) -> T:
+    """`call` (a write that may wait for a note to be quiet) run on the writes' own threads. Cancelled, it sets
+    `stop` and waits for the thread to finish before the cancellation goes on."""
     import asyncio
     import concurrent.futures
+
+    import anyio
 
     global _WRITES
     if _WRITES is None:
         _WRITES = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="engrama-write")
-    return await asyncio.get_running_loop().run_in_executor(_WRITES, call)
+    future = asyncio.get_running_loop().run_in_executor(_WRITES, call)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if stop is not None:
+            stop.set()
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await future
+        raise
+
+
+def _unless_cancelled(quiet: Quiet, rel: str) -> None:
+    if quiet.cancelled is not None and quiet.cancelled.is_set():
+        raise WriteCancelled(f"the call was cancelled while it waited; nothing was written into {rel}")
 
 
 def create_note(root: Path, rel: str, data: bytes) -> WriteResult:
@@ -686,6 +717,7 @@ def _read_when_quiet(
     deadline = time.monotonic() + quiet.wait
     warned = False
     while True:
+        _unless_cancelled(quiet, rel)
         if vault_key in _LETTING_GO:
             raise WriterStopping(
                 f"engrama is stopping (its client went away); nothing was written into {rel}"
