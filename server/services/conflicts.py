@@ -93,14 +93,14 @@ def plan_properties(
         old = current.get(key)
         if _empty(old):
             plan.write[key] = new
+        elif old == new:
+            continue  # already so: nothing to write, nothing to say
         elif _same(old, new) and resolve != "replace":
-            plan.held.append(
-                key
-            )  # the same value (case and spacing aside): their spelling stays (review 23a)
+            # The same value, case and spacing aside: the person's spelling stays (review 23a).
+            plan.held.append(key)
         elif _same(old, new):
-            plan.write[key] = (
-                new  # asked to replace it: the spelling is corrected, the old one kept as history
-            )
+            # Asked to replace it: the spelling is corrected, the old one kept as history (review 23g).
+            plan.write[key] = new
             plan.replaced.append(key)
         elif isinstance(old, list) and _contains(old, new):
             continue  # already there: keep the person's list as it is
