@@ -269,3 +269,29 @@ def test_status_on_a_terminal_says_whether_the_vault_is_in_step_and_which_notes_
         shown.stdout
     )
     assert "not synced: Broken.md: " in shown.stdout and "YAML" in shown.stdout, shown.stdout
+
+
+def test_a_db_path_that_is_not_engramas_database_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    """Review 23i: another program's SQLite file given as --db was switched to WAL and given engrama's 30-odd
+    tables; a note given by mistake was called damaged, with the advice to delete it; a folder was reported as
+    a permissions problem. Each is refused, changing nothing, with what to do."""
+    vault = tmp_path / "vault"
+    shutil.copytree(REPO / "examples" / "vault", vault)
+    contacts = tmp_path / "contacts.db"
+    with sqlite3.connect(contacts) as conn:
+        conn.execute("create table people (name text)")
+        conn.execute("insert into people values ('Ann')")
+    conn.close()
+    note = next(vault.rglob("*.md"))
+    before = {contacts: contacts.read_bytes(), note: note.read_bytes()}
+    for db, expected in (
+        (contacts, "another program's database (its tables: people)"),
+        (note, "is a .md file, not a database"),
+        (tmp_path, "is a folder, not a database file"),
+    ):
+        done = run("sync", "--vault", str(vault), "--db", str(db))
+        assert done.returncode == 2, done.stderr
+        assert expected in done.stderr and "nothing was changed" in done.stderr or db == tmp_path, done.stderr
+        assert "delete" not in done.stderr
+    assert {path: path.read_bytes() for path in before} == before
+    assert not Path(f"{contacts}-wal").exists() and not Path(f"{contacts}.lease").exists()

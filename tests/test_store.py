@@ -173,9 +173,9 @@ def test_opening_waits_for_another_process_that_is_setting_the_database_up(tmp_p
 
     path = tmp_path / "shared.db"
     other = sqlean.connect(str(path), isolation_level=None, check_same_thread=False)
-    other.execute("create table t (x)")
+    other.execute("create table schema_migrations (number integer primary key, name text, applied_at text)")
     other.execute("begin immediate")
-    other.execute("insert into t values (1)")
+    other.execute("insert into schema_migrations values (0, 'setting up', '')")
     releaser = threading.Timer(0.5, lambda: other.execute("commit"))
     releaser.start()
     try:

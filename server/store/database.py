@@ -221,6 +221,7 @@ def connect_sync(
             f"cannot create the database folder {path.parent}: {exc.strerror or exc}; pass --db (or set "
             "ENGRAMA_DB_PATH) with a file in a folder you may write"
         ) from exc
+    _require_ours(path)
     try:
         return _open(path, load_vec, vec_extension)
     except sqlean.DatabaseError as exc:
@@ -230,6 +231,50 @@ def connect_sync(
             f"the database {path} was upgraded by a newer engrama-vault ({exc}); update engrama-vault, or "
             "move the file aside and this version rebuilds it from the vault at the next start"
         ) from exc
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_NOT_DATABASES = frozenset({".md", ".markdown", ".txt", ".canvas", ".pdf", ".json", ".yaml", ".yml"})
+
+
+def _require_ours(path: Path) -> None:
+    """Refuse, changing nothing, a `--db` path that is not engrama's database: a folder, a file of another kind
+    (a note given by mistake was called damaged, with the advice to delete it: a file named as a note is not
+    taken for a damaged database), or another program's SQLite
+    database (it was switched to WAL and given engrama's tables; review 23i). A new or empty file, or a
+    database with engrama's migrations table or no table at all, is engrama's to use."""
+    what = "pass --db (or set ENGRAMA_DB_PATH) with the path of engrama's database file, or of a new one"
+    if path.is_dir():
+        raise DatabaseProblem(f"{path} is a folder, not a database file; {what}")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # unreadable: opening it says why
+    if not head:
+        return
+    if head != _SQLITE_HEADER:
+        if path.suffix.lower() in _NOT_DATABASES:
+            raise DatabaseProblem(
+                f"{path} is a {path.suffix} file, not a database; nothing was changed. {what[0].upper()}{what[1:]}"
+            )
+        return  # a database file mangled (by a sync client, say): opening it says it is damaged, and what to do
+    try:
+        conn = sqlean.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+        finally:
+            conn.close()
+    except sqlean.DatabaseError:
+        return  # damaged: opening it says so
+    if tables and "schema_migrations" not in tables:
+        shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
+        raise DatabaseProblem(
+            f"{path} is another program's database (its tables: {shown}), not engrama's; nothing was changed. "
+            f"{what[0].upper()}{what[1:]}"
+        )
 
 
 def _open(path: Path, load_vec: bool, vec_extension: str | None) -> tuple[sqlean.Connection, VectorSupport]:
