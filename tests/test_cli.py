@@ -295,3 +295,16 @@ def test_a_db_path_that_is_not_engramas_database_is_refused_and_left_as_it_is(tm
         assert "delete" not in done.stderr
     assert {path: path.read_bytes() for path in before} == before
     assert not Path(f"{contacts}-wal").exists() and not Path(f"{contacts}.lease").exists()
+
+
+def test_reflect_with_a_mistyped_pattern_writes_nothing(tmp_path: Path) -> None:
+    """Review 23i: `reflect --pattern shared_tech` synced the vault first (writing an id line into every note)
+    and only then said the pattern is unknown, exiting 2 as if nothing had happened."""
+    vault = tmp_path / "vault"
+    (vault / "Projects").mkdir(parents=True)
+    for name in ("Alpha", "Beta"):
+        (vault / f"Projects/{name}.md").write_text("---\ntype: Project\n---\nUses [[SQLite]].\n", "utf-8")
+    before = {p: p.read_bytes() for p in vault.rglob("*.md")}
+    done = run("reflect", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--pattern", "shared_tech")
+    assert done.returncode == 2 and "unknown pattern 'shared_tech'" in done.stderr
+    assert {p: p.read_bytes() for p in vault.rglob("*.md")} == before

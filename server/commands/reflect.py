@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from server.commands.common import CommandError, add_common_options, settings_from
+from server.reflect.patterns import select_patterns
 from server.reflect.service import (
     PATTERN_NAMES,
     InsightView,
@@ -48,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        select_patterns(args.patterns)  # a name mistyped is said before the vault is synced (review 23i)
+    except ReflectError as exc:
+        raise CommandError(str(exc)) from exc
     settings = settings_from(args, watch=False)
 
     async def go() -> tuple[ReflectResult, list[InsightView]]:
