@@ -308,3 +308,38 @@ def test_reflect_with_a_mistyped_pattern_writes_nothing(tmp_path: Path) -> None:
     done = run("reflect", "--vault", str(vault), "--db", str(tmp_path / "g.db"), "--pattern", "shared_tech")
     assert done.returncode == 2 and "unknown pattern 'shared_tech'" in done.stderr
     assert {p: p.read_bytes() for p in vault.rglob("*.md")} == before
+
+
+def test_sync_says_which_notes_were_still_being_edited_and_have_no_id_line_yet(tmp_path: Path) -> None:
+    """Review 23i: a note the person kept editing through the whole sync got no id line (the sync waits for
+    quiet, then gives up), and the summary said nothing of it: only --json listed it."""
+    import threading
+    import time
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Quiet.md").write_text("A note left alone.\n", encoding="utf-8")
+    typing = vault / "Typing.md"
+    typing.write_text("Being typed.\n", encoding="utf-8")
+    stop = threading.Event()
+
+    def type_on() -> None:
+        while not stop.is_set():
+            with open(typing, "a", encoding="utf-8") as editor:
+                editor.write("more ")
+            time.sleep(0.3)
+
+    person = threading.Thread(target=type_on)
+    person.start()
+    try:
+        done = run(
+            "sync", "--vault", str(vault), "--db", str(tmp_path / "g.db"), env={"ENGRAMA_SETTLE_SECONDS": "1"}
+        )
+    finally:
+        stop.set()
+        person.join()
+    assert done.returncode == 0, done.stderr
+    assert "id line not written yet: 1 note(s) were still being edited (Typing.md)" in done.stdout, (
+        done.stdout
+    )
+    assert "engrama_id" not in typing.read_text(encoding="utf-8")

@@ -102,6 +102,12 @@ def _summary(report: SyncReport, seconds: float, dry_run: bool, waiting: OutboxS
     ]
     lines.extend(f"  failed: {e.path}: {e.error}" for e in report.errors)
     lines.extend(f"  indexed without an id line: {e.path}: {e.error}" for e in report.ids_not_written)
+    if report.ids_owed and not dry_run:  # still being edited when the sync gave up waiting (review 23i)
+        shown = ", ".join(report.ids_owed[:5]) + (", ..." if len(report.ids_owed) > 5 else "")
+        lines.append(
+            f"  id line not written yet: {len(report.ids_owed)} note(s) were still being edited ({shown}); "
+            "they are in the graph, and the next sync or a running server writes the line once they are left alone"
+        )
     if report.archive_held_back:
         lines.append(f"  archive held back: {report.archive_hint}")
     lines.extend(f"  conflict copy: {c.path}: {conflict_advice(c)}" for c in report.conflict_copies)
