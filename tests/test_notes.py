@@ -19,6 +19,11 @@ from vault_sync.parse import parse_note
         ('a*b"c\\d/e<f>g:h|i?j#k^l[m]n', "a b c d e f g h i j k l m n.md"),
         ("  lots   of\tspace\n", "lots of space.md"),
         (".hidden", "hidden.md"),
+        # Review 23h: a dot after a space or a slash taken out made a hidden file name.
+        ("../../escape", "escape.md"),
+        (". .NET", "NET.md"),
+        ("./.config", "config.md"),
+        ("... .env", "env.md"),
         ("...", "Untitled.md"),
         ("", "Untitled.md"),
         ("[[]]", "Untitled.md"),

@@ -40,7 +40,7 @@ def note_filename(name: str) -> str:
     """A safe file name (with `.md`) for a note called `name`: forbidden characters removed, spaces
     collapsed, at most MAX_NAME_BYTES bytes of UTF-8, never empty and never hidden (leading `.`)."""
     cleaned = _FORBIDDEN.sub(" ", unicodedata.normalize("NFC", name))
-    cleaned = " ".join(cleaned.split()).lstrip(".").strip()
+    cleaned = " ".join(cleaned.split()).lstrip(". ")  # dots and spaces together (review 23h: ". .NET")
     encoded = cleaned.encode("utf-8")[:MAX_NAME_BYTES]
     cleaned = encoded.decode("utf-8", errors="ignore").rstrip(". ")  # Windows drops trailing dots/spaces
     if not cleaned:
