@@ -265,3 +265,28 @@ def test_reader_workers_exit_when_the_sync_that_started_them_is_killed(vault: Pa
     for path in vault.glob("*.md"):
         text = path.read_text()
         assert text.count("engrama_id:") <= 1 and text.endswith("]].\n")  # whole notes, no half writes
+
+
+def test_a_reader_process_is_not_stopped_by_the_terminals_ctrl_c() -> None:
+    """Review 23i: a Ctrl-C on a long sync reaches the whole process group; each reader process printed a
+    KeyboardInterrupt traceback (ending in the middle of a note write) that looked like a crash. The workers
+    ignore it; their parent handles it and ends them by closing their input."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from vault_sync.reader_process import BOOT
+
+    worker = subprocess.Popen(
+        [sys.executable, "-c", BOOT], stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    try:
+        time.sleep(0.5)  # started, waiting for its parent's first message
+        worker.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        assert worker.poll() is None  # still there, for its parent to end
+    finally:
+        worker.kill()
+        _, err = worker.communicate(timeout=10)
+    assert b"KeyboardInterrupt" not in err

@@ -44,8 +44,12 @@ T = TypeVar("T")
 def boot(module: str) -> str:
     """The `python -c` program of a worker process that runs `module.main()` (a `reader_worker.serve` loop).
 
-    Its first read is the parent's sys.path, so it imports our modules from where the parent does."""
+    Its first read is the parent's sys.path, so it imports our modules from where the parent does. It ignores
+    SIGINT: a Ctrl-C in the terminal reaches the whole process group, and the parent, which handles it, ends
+    its workers by closing their input (review 23i: each worker printed a KeyboardInterrupt traceback, which
+    looked like a crash in the middle of writing notes)."""
     return (
+        "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
         f"import pickle, sys; sys.path[:] = pickle.load(sys.stdin.buffer); from {module} import main; main()"
     )
 
