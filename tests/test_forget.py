@@ -19,6 +19,7 @@ from server.services.remember import remember
 from server.settings import Settings
 from server.store import history_sql, insights_sql
 from tests.test_tools import call_error, call_ok
+from tests.test_tools import connected as connected_client
 from vault_sync.report import UNCHANGED
 from vault_sync.writer import NoteBusy
 
@@ -464,3 +465,23 @@ async def test_of_two_notes_of_one_name_and_label_forget_asks_which(vault: Path,
         assert done.path == "Projects/2023/Atlas.md" and done.status == "archived"
     assert b"status: archived" in (vault / "Projects/2023/Atlas.md").read_bytes()
     assert b"status" not in (vault / "Projects/Atlas.md").read_bytes()
+
+
+async def test_search_with_archived_entities_says_which_are_archived(vault: Path, db_path: Path) -> None:
+    """Review 23f: forget's refusals send the assistant to search with include_archived, and the results did
+    not say which entities were forgotten: it could not tell the archived Atlas from the live one."""
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nThe zanzibar platform.\n")
+    write(vault, "Concepts/Atlas.md", b"---\ntype: Concept\n---\nA zanzibar idea.\n")
+    settings = Settings(vault=vault, db_path=db_path, watch=False)
+    async with open_runtime(settings) as rt:
+        await rt.require_sync().sync_vault()
+        await forget(rt, "Atlas", label="Concept")
+        found = await search(rt, "zanzibar", include_archived=True)
+        assert {(h.label, h.status) for h in found.results} == {
+            ("Project", "active"),
+            ("Concept", "archived"),
+        }
+    async with connected_client(settings) as client:
+        result = await client.call_tool("engrama_search", {"query": "zanzibar", "include_archived": True})
+        hits = (result.structured_content or {})["results"]
+        assert {(h["label"], h["status"]) for h in hits} == {("Project", "active"), ("Concept", "archived")}

@@ -67,6 +67,7 @@ class SearchHit:
     confidence: float | None
     signals: dict[str, float] | None = None
     step: str | None = None  # explain: which step placed it (exact title, text, semantic, anchor, graph, ...)
+    status: str = "active"  # "archived" for a forgotten entity (include_archived), "stub" for a name only
 
 
 @dataclass(frozen=True)
@@ -667,4 +668,5 @@ def _hit(c: Candidate, row: NodeRow, snippet: str, explain: bool) -> SearchHit:
         confidence=row.confidence,
         signals={k: round(v, 4) for k, v in sorted(c.signals.items())} if explain else None,
         step=c.step if explain else None,
+        status=row.status,
     )

@@ -28,6 +28,9 @@ class SearchHit(BaseModel):
     snippet: str = Field(description="the best-matching passage")
     updated_at: str | None = None
     confidence: float | None = Field(None, description="1.0 = fresh; lower = not confirmed for a while")
+    status: str = Field(
+        "active", description="active; archived for a forgotten entity (only with include_archived)"
+    )
     step: str | None = Field(None, description="explain: the step that placed it")
     signals: dict[str, float] | None = Field(None, description="explain: each signal's share of the score")
 
