@@ -343,3 +343,16 @@ def test_sync_says_which_notes_were_still_being_edited_and_have_no_id_line_yet(t
         done.stdout
     )
     assert "engrama_id" not in typing.read_text(encoding="utf-8")
+
+
+def test_init_refuses_a_folder_that_holds_a_vault_and_writes_nothing_there(tmp_path: Path) -> None:
+    """Review 23i: `init --vault Documents` (one folder above the vault) wrote Documents/.engrama/config.yaml and
+    said to run sync next, which then refused the folder as holding a vault rather than being one."""
+    documents = tmp_path / "Documents"
+    (documents / "MyVault" / ".obsidian").mkdir(parents=True)
+    (documents / "MyVault" / "Note.md").write_text("A note.\n", encoding="utf-8")
+    done = run("init", "--vault", str(documents), "--db", str(tmp_path / "g.db"))
+    assert done.returncode == 2 and "MyVault" in done.stderr, done.stderr
+    assert not (documents / ".engrama").exists()
+    ok = run("init", "--vault", str(documents / "MyVault"), "--db", str(tmp_path / "g.db"))
+    assert ok.returncode == 0 and (documents / "MyVault" / ".engrama" / "config.yaml").exists(), ok.stderr

@@ -8,8 +8,11 @@ import sys
 
 from profiles.loader import ProfileError, load_profile
 from server.commands.common import CommandError, add_common_options, settings_from
+from server.runtime import check_is_the_vault
 from server.settings import write_vault_config
 from server.store import GraphStore
+from vault_sync import scan
+from vault_sync.errors import VaultError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,13 +34,25 @@ def run(args: argparse.Namespace) -> int:
         profile = load_profile(settings.profile, settings.modules)
     except ProfileError as exc:
         raise CommandError(str(exc)) from exc
-    config = write_vault_config(settings.vault, profile.name, profile.modules)
+    vault = settings.vault
+    # A folder that is no vault but holds one (--vault one level too high) is refused here as by every other
+    # command, before anything is written in it (review 23i: its .engrama/config.yaml was written, and the
+    # `sync` this command then suggests refused the folder).
+    if not settings.db_path.exists() and not scan.is_a_vault(vault) and (found := scan.vaults_inside(vault)):
+        raise CommandError(scan.vaults_inside_message(vault, found))
 
     async def create() -> None:
         store = await GraphStore.open(settings.db_path)
-        await store.close()
+        try:
+            await check_is_the_vault(store, vault)
+        finally:
+            await store.close()
 
-    asyncio.run(create())
+    try:
+        asyncio.run(create())
+    except VaultError as exc:
+        raise CommandError(str(exc)) from exc
+    config = write_vault_config(vault, profile.name, profile.modules)
     print(f"vault:    {settings.vault}")
     print(f"profile:  {profile.name}" + (f" + {', '.join(profile.modules)}" if profile.modules else ""))
     print(f"labels:   {', '.join(sorted(profile.label_names()))}")
