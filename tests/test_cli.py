@@ -356,3 +356,23 @@ def test_init_refuses_a_folder_that_holds_a_vault_and_writes_nothing_there(tmp_p
     assert not (documents / ".engrama").exists()
     ok = run("init", "--vault", str(documents / "MyVault"), "--db", str(tmp_path / "g.db"))
     assert ok.returncode == 0 and (documents / "MyVault" / ".engrama" / "config.yaml").exists(), ok.stderr
+
+
+def test_a_dry_run_after_folders_were_renamed_previews_moves_not_archives(tmp_path: Path) -> None:
+    """Review 23i: after folders were renamed, `sync --dry-run` counted every moved note as archived, or said
+    the archive was held back (exit 1, advising --confirm-archive), while the real sync moved them all."""
+    vault = tmp_path / "vault"
+    for folder in ("Projects", "Concepts"):
+        (vault / folder).mkdir(parents=True)
+        for i in range(20):
+            (vault / folder / f"{folder} {i}.md").write_text(f"Note {i} of {folder}.\n", encoding="utf-8")
+    db = str(tmp_path / "g.db")
+    assert run("sync", "--vault", str(vault), "--db", db).returncode == 0
+    (vault / "Projects").rename(vault / "Work")
+    (vault / "Concepts").rename(vault / "Ideas")
+    preview = run("sync", "--vault", str(vault), "--db", db, "--dry-run", "--json")
+    assert preview.returncode == 0, preview.stdout
+    report = json.loads(preview.stdout)
+    assert (report["archived"], report["moved"], report["archive_held_back"]) == (0, 40, 0)
+    real = json.loads(run("sync", "--vault", str(vault), "--db", db, "--json").stdout)
+    assert (real["archived"], real["moved"]) == (report["archived"], report["moved"])

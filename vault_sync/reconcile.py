@@ -329,6 +329,11 @@ class VaultSync:
             present = {e.rel_path for e in entries}
             # Not under an unreadable folder, not a cloud placeholder, not outside the scanned folder.
             gone = [path for path in sorted(set(known) - present) if scan.covers(path)]
+            if dry_run:  # a move found by the pass is not applied in a dry run: its old path is not "gone"
+                left = set(
+                    report.moved_from
+                )  # (review 23i: a renamed folder was counted archived, or held back)
+                gone = [path for path in gone if path not in left]
             await self._archive_gone(
                 gone, known, report, dry_run=dry_run, confirm=confirm_archive, reported=reported
             )
@@ -814,9 +819,8 @@ class VaultSync:
                 report.add(outcome)
 
     async def _count_leaving(self, paths: Sequence[str], known: Mapping[str, FileState]) -> int:
-        """How many of these gone paths would archive a live node (a note moved elsewhere takes its node along).
-
-        In a dry run the moves found by this pass are not applied, so moved notes count as leaving there."""
+        """How many of these gone paths would archive a live node (a note moved elsewhere takes its node along;
+        in a dry run, where the moves found are not applied, their old paths are left out of `paths`)."""
         ids = [state.node_id for path in paths if (state := known[path]).node_id]
         refs = await self.graph.nodes_by_ids(ids) if ids else {}
         leaving = 0

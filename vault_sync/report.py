@@ -71,6 +71,7 @@ class SyncReport:
     archive_hint: str | None = None  # why they were held back and how to confirm
     conflict_copies: list[ConflictCopy] = field(default_factory=list)
     not_downloaded: list[str] = field(default_factory=list)  # notes only a cloud placeholder stands for
+    moved_from: list[str] = field(default_factory=list)  # the paths the moved notes left (not in as_dict)
 
     def add(self, outcome: NoteOutcome) -> None:
         if outcome.action == FAILED:
@@ -85,6 +86,9 @@ class SyncReport:
             self.ids_not_written.append(SyncError(outcome.path, outcome.id_not_written))
         if outcome.moved_from:
             self.moved += 1
+            self.moved_from.append(outcome.moved_from)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["moved_from"]
+        return data
