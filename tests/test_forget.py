@@ -20,6 +20,7 @@ from server.settings import Settings
 from server.store import history_sql, insights_sql
 from tests.test_tools import call_error, call_ok
 from tests.test_tools import connected as connected_client
+from tests.test_typing_editor import saving_until
 from vault_sync.report import UNCHANGED
 from vault_sync.writer import NoteBusy
 
@@ -403,16 +404,7 @@ async def test_a_purge_waits_to_move_a_note_the_person_is_typing_in(vault: Path,
         assert b"engrama_id: " in note.read_bytes()
         stop = asyncio.Event()
 
-        async def typing() -> None:  # an editor saving its buffer in place, by path, every 0.3 s
-            typed = note.read_bytes()
-            while not stop.is_set():
-                typed += b"more "
-                with open(note, "r+b") as editor:
-                    editor.truncate(0)
-                    editor.write(typed)
-                await asyncio.sleep(0.3)
-
-        person = asyncio.create_task(typing())
+        person = asyncio.create_task(saving_until(note, stop))  # the person typing, saved in place
         try:
             await asyncio.sleep(0.5)
             with pytest.raises(NoteBusy, match="being edited"):

@@ -18,6 +18,7 @@ from server.services.relate import relate
 from server.services.remember import remember
 from server.settings import Settings
 from server.store import outbox_sql
+from tests.test_typing_editor import saving_until
 from vault_sync.errors import NoteInConflict
 from vault_sync.identify import read_id
 from vault_sync.parse import parse_note
@@ -460,16 +461,7 @@ async def test_a_remember_cancelled_while_it_waits_for_quiet_writes_nothing_late
         await rt.require_sync().sync_vault()  # the id line, once quiet
         stop = asyncio.Event()
 
-        async def typing() -> None:  # an editor saving in place every 0.3 s
-            typed = note.read_bytes()
-            while not stop.is_set():
-                typed += b"more "
-                with open(note, "r+b") as editor:
-                    editor.truncate(0)
-                    editor.write(typed)
-                await asyncio.sleep(0.3)
-
-        person = asyncio.create_task(typing())
+        person = asyncio.create_task(saving_until(note, stop))  # the person typing, saved in place
         await asyncio.sleep(0.5)
         call = asyncio.create_task(remember(rt, "Project", "Atlas", {"status": "paused"}, "Cancelled call."))
         await asyncio.sleep(0.4)

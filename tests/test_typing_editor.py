@@ -60,6 +60,18 @@ async def keep_saving(note: Path, seconds: float, every: float = 0.4) -> str:
     return typed
 
 
+async def saving_until(note: Path, stop: asyncio.Event, every: float = 0.3) -> None:
+    """An editor saving its buffer of `note` in place, by path, every `every` seconds, one word more each time,
+    until `stop` is set."""
+    typed = note.read_bytes()
+    while not stop.is_set():
+        typed += b"more "
+        with open(note, "r+b") as editor:
+            editor.truncate(0)
+            editor.write(typed)
+        await asyncio.sleep(every)
+
+
 async def test_a_tool_call_into_a_note_being_typed_writes_nothing_and_says_so(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
