@@ -426,17 +426,23 @@ async def test_a_new_note_is_not_edited_again_when_engrama_writes_its_id_line(
     assert "- edited: [[Offsite]]" in later, later
 
 
-async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
-    tmp_path: Path, db_path: Path
-) -> None:
-    """Migration 16 numbers node changes (review 21d); a client's mark from before it starts after the changes
-    its last brief covered: nothing is reported twice, and the next change is reported."""
+async def _example_briefed(tmp_path: Path, db_path: Path) -> tuple[Path, Settings]:
+    """The example vault synced, and a brief taken by the client "cli": (vault, settings)."""
     vault = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, vault)
     settings = Settings(vault=vault, db_path=db_path, watch=False)
     async with open_runtime(settings) as rt:
         await rt.require_sync().sync_vault()
         await record_brief(rt, await render_brief(rt, client="cli"))
+    return vault, settings
+
+
+async def test_an_upgraded_database_keeps_each_clients_place_in_the_changes(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """Migration 16 numbers node changes (review 21d); a client's mark from before it starts after the changes
+    its last brief covered: nothing is reported twice, and the next change is reported."""
+    vault, settings = await _example_briefed(tmp_path, db_path)
     conn, _ = connect_sync(db_path)  # the database as the version before migration 16 left it
     _before_migration_16(conn)
     conn.execute("delete from schema_migrations where number in (16, 20)")
@@ -458,12 +464,7 @@ async def test_a_database_whose_briefs_recorded_no_paths_keeps_each_clients_plac
 ) -> None:
     """Review 23c: what briefs recorded before a version's path was part of it (5f043e9) was never converted, so
     the first brief after the upgrade reported again the notes changed just before the last one."""
-    vault = tmp_path / "vault"
-    shutil.copytree(EXAMPLE_VAULT, vault)
-    settings = Settings(vault=vault, db_path=db_path, watch=False)
-    async with open_runtime(settings) as rt:
-        await rt.require_sync().sync_vault()
-        await record_brief(rt, await render_brief(rt, client="cli"))
+    vault, settings = await _example_briefed(tmp_path, db_path)
     conn, _ = connect_sync(db_path)  # as a version from before migration 16 and before paths were recorded
     _before_migration_16(conn)
     without_paths = "n.status || ' ' || coalesce(n.checksum, '') || ' ' || length(n.properties)"

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from tests.test_e2e_stdio import COMMAND, call
 from tests.test_live import eventually
-from tests.test_outbox import ATLAS, Holder, follower, started, text
+from tests.test_outbox import text
+from tests.test_typing_editor import held_and_followed, made_again_in_step
 from vault_sync.reapply import reapply
 from vault_sync.writer import KeptWrite, keep_recorded, saved_over_since
 
@@ -170,45 +171,23 @@ async def test_a_write_saved_over_after_its_maker_was_killed_is_made_again_by_th
     saves its copy from before the write (with a sentence typed meanwhile) in place. The follower takes the vault
     over and makes the write again, on top of what the person typed."""
     monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", "1")
-    (vault / "Projects").mkdir()
-    atlas = vault / "Projects/Atlas.md"
-    atlas.write_text(ATLAS, encoding="utf-8")
-    holder = Holder(vault, db_path, tmp_path / "holder.log")
-    try:
-        await started(holder, vault)
-        async with follower(vault, db_path, tmp_path / "follower.log") as session:
-            await asyncio.sleep(1.5)  # the note has been left alone for the settle window
-            buffer = atlas.read_text(encoding="utf-8") + "A sentence typed, not saved yet.\n"  # the editor's
-            done = await call(
-                session,
-                "engrama_remember",
-                {"label": "Project", "name": "Atlas", "observation": "Told just before the crash."},
-            )
-            assert "queued" in done["message"]  # the holder writes it
-            await eventually(lambda: "Told just before the crash." in text(vault, "Projects/Atlas.md"), 20)
-            holder.proc.send_signal(signal.SIGKILL)
-            holder.proc.wait(timeout=10)
-            with open(atlas, "r+", encoding="utf-8") as editor:  # the autosave of the older buffer, in place
-                editor.truncate(0)
-                editor.write(buffer)
-
-            def both() -> bool:
-                now = text(vault, "Projects/Atlas.md")
-                return "A sentence typed, not saved yet." in now and "Told just before the crash." in now
-
-            await eventually(both, 30, "the write made again by the process that took the vault over")
-
-            async def found() -> bool:
-                hits = await call(session, "engrama_search", {"query": "crash"})
-                return [r["name"] for r in hits["results"]][:1] == ["Atlas"]
-
-            await eventually(found, 20, "the graph in step with the note")
-        final = atlas.read_text(encoding="utf-8")
-        assert final.count("Told just before the crash.") == 1 and final.count("engrama_id:") == 1
-        assert final.count("A sentence typed, not saved yet.") == 1
-    finally:
-        if holder.proc.poll() is None:
-            holder.proc.kill()
-            holder.proc.wait()
-        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
-        print(f"--- follower.log\n{(tmp_path / 'follower.log').read_text(encoding='utf-8')}")
+    async with held_and_followed(vault, db_path, tmp_path) as (holder, session, atlas):
+        await asyncio.sleep(1.5)  # the note has been left alone for the settle window
+        buffer = atlas.read_text(encoding="utf-8") + "A sentence typed, not saved yet.\n"  # the editor's
+        done = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Atlas", "observation": "Told just before the crash."},
+        )
+        assert "queued" in done["message"]  # the holder writes it
+        await eventually(lambda: "Told just before the crash." in text(vault, "Projects/Atlas.md"), 20)
+        holder.proc.send_signal(signal.SIGKILL)
+        holder.proc.wait(timeout=10)
+        with open(atlas, "r+", encoding="utf-8") as editor:  # the autosave of the older buffer, in place
+            editor.truncate(0)
+            editor.write(buffer)
+        # Made again by the process that took the vault over, the graph in step.
+        await made_again_in_step(session, atlas, "Told just before the crash.", "crash", timeout=30)
+    final = atlas.read_text(encoding="utf-8")
+    assert final.count("Told just before the crash.") == 1 and final.count("engrama_id:") == 1
+    assert final.count("A sentence typed, not saved yet.") == 1

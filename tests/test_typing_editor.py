@@ -72,6 +72,47 @@ async def saving_until(note: Path, stop: asyncio.Event, every: float = 0.3) -> N
         await asyncio.sleep(every)
 
 
+async def made_again_in_step(
+    session: ClientSession, atlas: Path, told: str, query: str, timeout: float = 20
+) -> None:
+    """Wait until Atlas holds both the sentence the person typed and the tool's `told` text, and a search for
+    `query` finds Atlas first (the graph in step with the note)."""
+
+    def both() -> bool:
+        text = atlas.read_text(encoding="utf-8")
+        return "A sentence typed, not saved yet." in text and told in text
+
+    await eventually(both, timeout, "the write made again on top of the person's text")
+
+    async def found() -> bool:
+        hits = await call(session, "engrama_search", {"query": query})
+        return [r["name"] for r in hits["results"]][:1] == ["Atlas"]
+
+    await eventually(found, 20, "the graph in step with the note")
+
+
+@contextlib.asynccontextmanager
+async def held_and_followed(
+    vault: Path, db_path: Path, tmp_path: Path
+) -> AsyncIterator[tuple[Holder, ClientSession, Path]]:
+    """A lease holder (`engrama-vault serve`, its stdin kept open) over a vault holding Projects/Atlas.md, once
+    Atlas has its id, and a second server driven over stdio by a real client: (holder, its session, Atlas).
+    Each server's log is printed at the end."""
+    (vault / "Projects").mkdir()
+    atlas = vault / "Projects/Atlas.md"
+    atlas.write_text(ATLAS, encoding="utf-8")
+    holder = Holder(vault, db_path, tmp_path / "holder.log")
+    try:
+        await started(holder, vault)
+        async with follower(vault, db_path, tmp_path / "follower.log") as session:
+            yield holder, session, atlas
+    finally:
+        if holder.proc.poll() is None:
+            holder.stop()
+        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
+        print(f"--- follower.log\n{(tmp_path / 'follower.log').read_text(encoding='utf-8')}")
+
+
 async def test_a_tool_call_into_a_note_being_typed_writes_nothing_and_says_so(
     vault: Path, db_path: Path, tmp_path: Path
 ) -> None:
@@ -104,30 +145,22 @@ async def test_a_queued_write_waits_until_the_person_stops_typing(
     """A second client's write is queued for the lease holder, which wrote it between two saves: the next save
     wiped it and the row was gone. It now waits for the pause, then lands beside what was typed."""
     monkeypatch.setenv("ENGRAMA_SETTLE_SECONDS", SETTLE)  # the holder and the follower inherit it
-    (vault / "Projects").mkdir()
-    atlas = vault / "Projects/Atlas.md"
-    atlas.write_text(ATLAS, encoding="utf-8")
-    holder = Holder(vault, db_path, tmp_path / "holder.log")
-    try:
-        await started(holder, vault)
-        async with follower(vault, db_path, tmp_path / "follower.log") as session:
-            typing = asyncio.create_task(keep_saving(atlas, seconds=6))
-            await asyncio.sleep(1.0)
-            queued = await call(
-                session,
-                "engrama_remember",
-                {"label": "Project", "name": "Atlas", "observation": "Queued while the person typed."},
-            )
-            assert "queued" in queued["message"]
-            last = await typing
-            await eventually(lambda: "Queued while the person typed." in text(vault, "Projects/Atlas.md"), 30)
-            await eventually(lambda: _drained(session), 20, "the queue drained")
-        final = atlas.read_text(encoding="utf-8")
-        assert final.startswith(last.split("---\n", 2)[0])  # the note as typed, the id line kept
-        assert all(f"typed{i} " in final for i in range(last.count("typed")))  # no word lost
-    finally:
+    async with held_and_followed(vault, db_path, tmp_path) as (holder, session, atlas):
+        typing = asyncio.create_task(keep_saving(atlas, seconds=6))
+        await asyncio.sleep(1.0)
+        queued = await call(
+            session,
+            "engrama_remember",
+            {"label": "Project", "name": "Atlas", "observation": "Queued while the person typed."},
+        )
+        assert "queued" in queued["message"]
+        last = await typing
+        await eventually(lambda: "Queued while the person typed." in text(vault, "Projects/Atlas.md"), 30)
+        await eventually(lambda: _drained(session), 20, "the queue drained")
         holder.stop()
-        print(f"--- holder.log\n{holder.log.read_text(encoding='utf-8')}")
+    final = atlas.read_text(encoding="utf-8")
+    assert final.startswith(last.split("---\n", 2)[0])  # the note as typed, the id line kept
+    assert all(f"typed{i} " in final for i in range(last.count("typed")))  # no word lost
 
 
 async def _drained(session: ClientSession) -> bool:
@@ -155,16 +188,6 @@ async def test_a_write_an_editor_saves_its_older_copy_over_is_made_again_on_top(
             editor.truncate(0)
             editor.write(buffer)
 
-        def both() -> bool:
-            text = atlas.read_text(encoding="utf-8")
-            return "A sentence typed, not saved yet." in text and "Told between a keystroke" in text
-
-        await eventually(both, 20, "the write made again on top of the person's text")
-
-        async def found() -> bool:
-            hits = await call(session, "engrama_search", {"query": "keystroke"})
-            return [r["name"] for r in hits["results"]][:1] == ["Atlas"]
-
-        await eventually(found, 20, "the graph in step with the note")
+        await made_again_in_step(session, atlas, "Told between a keystroke", "keystroke")
     final = atlas.read_text(encoding="utf-8")
     assert final.count("Told between a keystroke and its save.") == 1 and final.count("engrama_id:") == 1
