@@ -476,19 +476,3 @@ async def test_a_remember_cancelled_while_it_waits_for_quiet_writes_nothing_late
         text = note.read_text(encoding="utf-8")
         assert "Cancelled call." not in text and "status: paused" not in text
         assert "The call made after it." in text and "status: active" in text and not done.clarifications
-
-
-@pytest.mark.parametrize("spelled", ["Atlas\u200b", "\ufeffAtlas", "At\u00adlas", "\u202eAtlas"])
-async def test_a_name_with_characters_that_show_as_nothing_is_the_same_entity(
-    rt: Runtime, vault: Path, spelled: str
-) -> None:
-    """Review 23h: "Atlas" followed by a zero-width space (a name copied from a web page or a chat), with a
-    byte-order mark or a soft hyphen, was a second entity beside Atlas, with a note Obsidian shows with the
-    same title; a name of such characters alone made a note with a blank title."""
-    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nMine.\n")
-    await rt.require_sync().sync_path("Projects/Atlas.md")
-    done = await remember(rt, "Project", spelled, {}, "Told with an invisible character.")
-    assert done.path == "Projects/Atlas.md" and not done.created and done.name == "Atlas"
-    assert sorted(p.name for p in (vault / "Projects").iterdir()) == ["Atlas.md"]
-    with pytest.raises(ServiceError, match="must not be empty"):
-        await remember(rt, "Project", "\u2060\u200b", {})

@@ -112,20 +112,9 @@ def single_label(labels: frozenset[str]) -> str | None:
     return next(iter(labels)) if len(labels) == 1 and WILDCARD not in labels else None
 
 
-# Characters that show as nothing: a name copied from a web page or a chat often carries one, and "Atlas" with a
-# zero-width space was a second entity beside Atlas, with a note of the same title (review 23h). Taken out of the
-# names tools are given; the joiners scripts and emoji need (U+200C, U+200D) stay.
-_INVISIBLE = dict.fromkeys(
-    [0x00AD, 0x180E, 0x200B, 0x200E, 0x200F, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF]
-    + list(range(0x202A, 0x202F))
-    + list(range(0x2066, 0x206A))
-)
-
-
 def require_name(name: str, what: str = "name") -> str:
-    """The entity name trimmed, without characters that show as nothing; ServiceError for names that cannot be
-    a note title or a wikilink."""
-    cleaned = canonical(name.translate(_INVISIBLE)) if isinstance(name, str) else ""
+    """The entity name trimmed; ServiceError for names that cannot be a note title or a wikilink."""
+    cleaned = canonical(name) if isinstance(name, str) else ""
     if not cleaned:
         raise ServiceError(f"{what} must not be empty; give the entity's name, e.g. 'SQLite'")
     if "\n" in name.strip() or "\r" in name.strip():
