@@ -82,6 +82,20 @@ def test_a_write_after_a_last_line_without_its_newline_is_made_again() -> None:
     assert merged == written + b"A sentence typed, not saved yet."
 
 
+def test_a_note_ending_with_its_closing_fence_keeps_it_on_a_line_of_its_own() -> None:
+    """Review 23j: a note that ends with its closing `---` and no newline: the frontmatter merged apart kept that
+    missing newline, and the observation appended after it was joined to the fence (`---- 2026-...`), which
+    left the note without valid frontmatter."""
+    base = b"---\ntype: Project\nengrama_id: abc\n---"
+    written = b"---\ntype: Project\nengrama_id: abc\nstatus: paused\n---\n- 2026-11-27: Kickoff.\n"
+    typed = b"---\ntype: Project\ntags: [client]\nengrama_id: abc\n---"
+    merged = reapply(base, written, typed)
+    assert (
+        merged
+        == b"---\ntype: Project\ntags: [client]\nengrama_id: abc\nstatus: paused\n---\n- 2026-11-27: Kickoff.\n"
+    )
+
+
 def test_a_property_the_write_added_stays_in_the_frontmatter() -> None:
     """Review 23g: the person's older copy had a `---` rule typed right under the frontmatter, which the merge
     took for the closing fence, and the property the write added went into the body."""

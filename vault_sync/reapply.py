@@ -30,8 +30,10 @@ def reapply(base: bytes, written: bytes, current: bytes) -> bytes | None:
     parts = [_split(text) for text in (base, written, current)]
     heads = [head for head, _ in parts]
     if all(heads):  # each part on its own; the fences are the frontmatter's own lines
-        head = _merge(*heads)
         body = _merge(*(body for _, body in parts))
+        # The frontmatter's last line keeps its newline when a body follows it (review 23g: a note ending
+        # with its closing fence, no newline after it, had the fence joined to the observation appended).
+        head = _merge(*heads, last=not body)
         return None if head is None or body is None else head + body
     if bool(heads[0]) != bool(heads[2]):
         return None  # the person added or took out the frontmatter itself: nothing to line the write up with
@@ -50,10 +52,11 @@ def _split(text: bytes) -> tuple[bytes, bytes]:
     return b"", text
 
 
-def _merge(base: bytes, written: bytes, current: bytes) -> bytes | None:
-    """The three-way merge of one part, a last line without its newline compared as with it."""
+def _merge(base: bytes, written: bytes, current: bytes, *, last: bool = True) -> bytes | None:
+    """The three-way merge of one part, a last line without its newline compared as with it; `last`: the part
+    ends the note, so its last line keeps the ending it had (else every line ends with its newline)."""
     if current == base:
-        return written
+        return written if last or not written or written.endswith((b"\n", b"\r")) else written + b"\n"
     ended = [not text or text.endswith((b"\n", b"\r")) for text in (base, written, current)]
     old, new, now = (
         (text if end else text + b"\n").splitlines(True)
@@ -63,6 +66,8 @@ def _merge(base: bytes, written: bytes, current: bytes) -> bytes | None:
     if merged is None:
         return None
     out = b"".join(merged)
+    if not last:
+        return out
     # The last line keeps the ending it had where it came from: the person's text, or the write's.
     for text, end in ((current, ended[2]), (written, ended[1])):
         tail = text.splitlines(True)[-1:] if text else []
