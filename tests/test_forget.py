@@ -477,3 +477,40 @@ async def test_search_with_archived_entities_says_which_are_archived(vault: Path
         result = await client.call_tool("engrama_search", {"query": "zanzibar", "include_archived": True})
         hits = (result.structured_content or {})["results"]
         assert {(h["label"], h["status"]) for h in hits} == {("Project", "active"), ("Concept", "archived")}
+
+
+async def test_a_purge_cancelled_while_it_waits_moves_nothing(vault: Path, db_path: Path) -> None:
+    """Review 23j: a purge with delete_note cancelled (or timed out) while it waited for the person's pause still
+    moved the note to the trash a moment later, and the graph purge never ran (the entity left archived)."""
+    write(vault, "Projects/Harbor.md", HARBOR)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        note = vault / "Projects/Harbor.md"
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(1.1)
+        await rt.require_sync().sync_vault()  # the id line, once quiet
+        stop = asyncio.Event()
+        person = asyncio.create_task(saving_until(note, stop))  # the person typing, saved in place
+        await asyncio.sleep(0.5)
+        call = asyncio.create_task(forget(rt, "Harbor", mode="purge", delete_note=True))
+        await asyncio.sleep(0.4)
+        call.cancel()
+        stop.set()  # the person pauses at once: a move still waiting would happen now
+        await person
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(2.5)
+        assert note.exists() and not (vault / ".trash").exists()
+        assert [n.status for n in await rt.store.find_nodes("Harbor", include_archived=True)] == ["active"]
+
+
+async def test_forget_by_an_exact_name_is_not_asked_about_a_note_with_that_alias(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 23j: Projects/Atlas Cloud.md lists "Atlas" as an alias; forget("Atlas", label="Project") was refused
+    as ambiguous (and told to pass the label it was given). The exact name is the entity asked for."""
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nThe platform.\n")
+    write(vault, "Projects/Atlas Cloud.md", b"---\ntype: Project\naliases: [Atlas]\n---\nThe hosted one.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        done = await forget(rt, "Atlas", label="Project")
+        assert done.path == "Projects/Atlas.md" and done.status == "archived"

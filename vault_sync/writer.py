@@ -586,6 +586,14 @@ async def edit_note_aside(
     return await write_aside(functools.partial(edit_note, root, rel, edit, **options), stop)
 
 
+async def trash_aside(move: Callable[[Quiet | None], T], quiet: Quiet | None) -> T:
+    """`move(quiet)` (a move to the trash that waits for the note to be quiet) on the writes' own threads;
+    cancelled while it waits, it moves nothing (as `edit_note_aside`; review 23j)."""
+    stop = threading.Event()
+    waiting = dataclasses.replace(quiet, cancelled=stop) if quiet is not None else None
+    return await write_aside(functools.partial(move, waiting), stop)
+
+
 async def write_aside(call: Callable[[], T], stop: threading.Event | None = None) -> T:
     """`call` (a write that may wait for a note to be quiet) run on the writes' own threads. Cancelled, it sets
     `stop` and waits for the thread to finish before the cancellation goes on."""
@@ -661,6 +669,7 @@ def move_to_trash(root: Path, rel: str, *, quiet: Quiet | None = None) -> str:
     with _writing(root) as vault_key:
         if quiet is not None:
             _read_when_quiet(root, Path(os.path.realpath(source)), src_rel, quiet, vault_key)
+            _unless_cancelled(quiet, src_rel)
         _make_folders(root, trash)
         target = _place_in_trash(source, trash)
         _fsync_folder(trash)

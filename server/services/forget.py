@@ -35,10 +35,11 @@ from server.store.clock import utc_now
 from vault_sync import identify
 from vault_sync.errors import MalformedNote
 from vault_sync.model import FileState
+from vault_sync.names import fold
 from vault_sync.notes import update_note
 from vault_sync.outbox import ArchiveChange, TrashChange
 from vault_sync.report import FAILED
-from vault_sync.writer import Quiet, edit_note_aside, move_to_trash, read_note, write_aside
+from vault_sync.writer import Quiet, edit_note_aside, move_to_trash, read_note, trash_aside
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +101,21 @@ async def _resolve(rt: Runtime, name: str, label: str | None) -> Node:
     first = nodes[0]
     # Forgetting the wrong one of two same-named entities is worse than asking; of one label too (review 23f:
     # of Projects/Atlas.md and Projects/2023/Atlas.md, one was archived without a word).
-    rivals = [n for n in nodes[1:] if n.status == first.status]
+    # A namesake of the same label is one only by its own name (review 23j: a note listing the name as an
+    # alias is not the entity asked for; an exact name outranks it).
+    rivals = [
+        n
+        for n in nodes[1:]
+        if n.status == first.status and (n.label != first.label or fold(n.name) == fold(first.name))
+    ]
     if rivals:
         which = ", ".join(f"a {n.label}" + (f" ({n.path})" if n.path else "") for n in [first, *rivals])
         example = next((n.path[:-3] for n in [first, *rivals] if n.path and n.path.endswith(".md")), None)
-        by_path = f", or the note's path as name (such as {example!r})" if example else ""
+        choose = [] if canonical or all(n.label == first.label for n in rivals) else ["pass label to choose"]
+        if example:
+            choose.append(f"pass the note's path as name (such as {example!r})")
         raise ServiceError(
-            f"{len(rivals) + 1} entities are called {name!r}: {which}; pass label to choose{by_path}"
+            f"{len(rivals) + 1} entities are called {name!r}: {which}; " + ", or ".join(choose)
         )
     return first
 
@@ -250,7 +259,7 @@ async def apply_queued_trash(rt: Runtime, change: TrashChange) -> str | None:
     """The lease holder's half of a follower's purge with delete_note: move the note to `.trash/` (when it
     still holds the purged entity) and purge whatever a sync brought back meanwhile; returns the trash path."""
     quiet = await rt.quiet_rule(change.path)
-    trash_path = await write_aside(functools.partial(_trash_if_held, rt.vault, change, quiet))
+    trash_path = await trash_aside(functools.partial(_trash_if_held, rt.vault, change), quiet)
     await rt.store.write(
         forget_sql.purge_node, change.node_id, change.path if trash_path else None, utc_now()
     )
@@ -291,8 +300,8 @@ async def _purge(rt: Runtime, node: Node, delete_note: bool) -> Forgotten:
         recorded = await rt.store.file_state(node.path)
         quiet = await rt.quiet_rule(node.path)
         try:
-            trash_path = await write_aside(
-                functools.partial(_move_note_to_trash, rt.vault, node, node.path, recorded, quiet)
+            trash_path = await trash_aside(
+                functools.partial(_move_note_to_trash, rt.vault, node, node.path, recorded), quiet
             )
         except FileNotFoundError:
             gone = True
