@@ -282,10 +282,16 @@ def test_a_db_path_that_is_not_engramas_database_is_refused_and_left_as_it_is(tm
         conn.execute("create table people (name text)")
         conn.execute("insert into people values ('Ann')")
     conn.close()
+    rails = tmp_path / "development.sqlite3"  # another tool's schema_migrations table (review 23j)
+    with sqlite3.connect(rails) as conn:
+        conn.execute("create table schema_migrations (version varchar primary key)")
+        conn.execute("create table users (id integer primary key)")
+    conn.close()
     note = next(vault.rglob("*.md"))
-    before = {contacts: contacts.read_bytes(), note: note.read_bytes()}
+    before = {contacts: contacts.read_bytes(), note: note.read_bytes(), rails: rails.read_bytes()}
     for db, expected in (
         (contacts, "another program's database (its tables: people)"),
+        (rails, "another program's database (its tables: schema_migrations, users)"),
         (note, "is a .md file, not a database"),
         (tmp_path, "is a folder, not a database file"),
     ):
@@ -295,6 +301,7 @@ def test_a_db_path_that_is_not_engramas_database_is_refused_and_left_as_it_is(tm
         assert "delete" not in done.stderr
     assert {path: path.read_bytes() for path in before} == before
     assert not Path(f"{contacts}-wal").exists() and not Path(f"{contacts}.lease").exists()
+    assert not Path(f"{rails}-wal").exists()
 
 
 def test_reflect_with_a_mistyped_pattern_writes_nothing(tmp_path: Path) -> None:

@@ -265,11 +265,14 @@ def _require_ours(path: Path) -> None:
         conn = sqlean.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
         try:
             tables = {r[0] for r in conn.execute("select name from sqlite_master where type = 'table'")}
+            columns = {r[1] for r in conn.execute("pragma table_info(schema_migrations)")}
         finally:
             conn.close()
     except sqlean.DatabaseError:
         return  # damaged: opening it says so
-    if tables and "schema_migrations" not in tables:
+    # Many migration tools keep a `schema_migrations` table (Rails, dbmate, ...): engrama's has these columns
+    # (review 23j: a Rails database was still switched to WAL).
+    if tables and not {"number", "name", "applied_at"} <= columns:
         shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
         raise DatabaseProblem(
             f"{path} is another program's database (its tables: {shown}), not engrama's; nothing was changed. "
