@@ -258,7 +258,7 @@ _KEPT_LOCK = threading.Lock()
 @dataclass(frozen=True)
 class KeptWrite:
     """What a process records of a tool write it keeps, so that a process taking the vault over after it died
-    can keep it too (`server.store.kept_sql`, `restore_kept`): an editor's older copy saved over the write a
+    can keep it too (`server.store.kept_sql`, `server.live`): an editor's older copy saved over the write a
     moment after the holder was killed would otherwise win, and the assistant was told it was written."""
 
     rel: str
