@@ -514,3 +514,15 @@ async def test_forget_by_an_exact_name_is_not_asked_about_a_note_with_that_alias
         await rt.require_sync().sync_vault()
         done = await forget(rt, "Atlas", label="Project")
         assert done.path == "Projects/Atlas.md" and done.status == "archived"
+
+
+async def test_an_empty_status_the_person_left_comes_back_empty(vault: Path, db_path: Path) -> None:
+    """Review 23f: forget then remember took the person's empty `status:` line out of the note (a property
+    their template sets up, left for them to fill): the value it had, none, was taken for no key at all."""
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\nstatus:\n---\nBody.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False)) as rt:
+        await rt.require_sync().sync_vault()
+        await forget(rt, "Atlas")
+        assert b"status: archived\n" in (vault / "Projects/Atlas.md").read_bytes()
+        await remember(rt, "Project", "Atlas", {}, "Back on the roadmap.")
+    assert (vault / "Projects/Atlas.md").read_bytes().startswith(b"---\ntype: Project\nstatus:\nengrama_id: ")

@@ -254,6 +254,8 @@ def render_entry(key: Any, value: Any, *, indent: str = "", newline: str = "\n")
     if any(c in dumped for c in _RAW_BREAKS) or not same_data(yaml.safe_load(dumped), {key: value}):
         dumped = _dump(key, value, allow_unicode=False)
     lines = dumped.removesuffix("\n").split("\n")
+    if value is None and len(lines) == 1 and lines[0].endswith(": null"):
+        lines = [lines[0].removesuffix(" null")]  # an empty value is written as Obsidian writes it: `key:`
     return "".join((indent + line if line else line) + newline for line in lines)
 
 

@@ -38,8 +38,8 @@ async def plan_revival(rt: Runtime, target: Node, write: Mapping[str, Any]) -> R
         was.append("archived")
         status = target.properties.get("status")
         if isinstance(status, str) and status.strip().casefold() == "archived" and "status" not in write:
-            before = await rt.store.read(history_sql.previous_value, target.id, "status", "archived")
-            if before is None:
+            had, before = await rt.store.read(history_sql.previous_value, target.id, "status", "archived")
+            if not had:
                 remove.append("status")
             else:
                 set_["status"] = before

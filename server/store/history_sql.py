@@ -95,8 +95,9 @@ def _past(row: Any) -> PastValue:
     return PastValue(row["key"], value, row["valid_from"], row["valid_to"], row["source"], row["reason"])
 
 
-def previous_value(conn: Any, node_id: str, key: str, unless: str) -> Any:
-    """The latest value `key` had before, other than `unless` (None when there was none)."""
+def previous_value(conn: Any, node_id: str, key: str, unless: str) -> tuple[bool, Any]:
+    """(True, the latest value `key` had before, other than `unless`), or (False, None) when it had none. A key
+    the person left empty (`status:`) had a value, None (review 23f: told from no key, it was taken out)."""
     for (raw,) in conn.execute(
         "select value from property_history where node_id = ? and key = ? and value is not null "
         "order by valid_to desc, id desc",
@@ -104,8 +105,8 @@ def previous_value(conn: Any, node_id: str, key: str, unless: str) -> Any:
     ):
         value = json.loads(raw)
         if not (isinstance(value, str) and value.strip().casefold() == unless):
-            return value
-    return None
+            return True, value
+    return False, None
 
 
 def properties_as_of(conn: Any, node_id: str, current: Mapping[str, Any], as_of: str) -> dict[str, Any]:
