@@ -96,6 +96,15 @@ def test_a_note_ending_with_its_closing_fence_keeps_it_on_a_line_of_its_own() ->
     )
 
 
+def test_a_write_after_a_crlf_last_line_without_its_line_ending_is_made_again() -> None:
+    """Review 23k: the same in a note with CRLF line endings: its last line was padded with a bare `\\n`, so the
+    line the write had given its `\\r\\n` was "not there", and the write was lost for good."""
+    base = b"---\r\nengrama_id: abc\r\n---\r\nAtlas is our build system."
+    written = base + b"\r\n- 2026-11-27: Told just before the crash.\r\n"
+    typed = base + b"\r\nA sentence typed, not saved yet."
+    assert reapply(base, written, typed) == written + b"A sentence typed, not saved yet."
+
+
 def test_a_property_the_write_added_stays_in_the_frontmatter() -> None:
     """Review 23g: the person's older copy had a `---` rule typed right under the frontmatter, which the merge
     took for the closing fence, and the property the write added went into the body."""

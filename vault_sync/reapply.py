@@ -29,15 +29,16 @@ def reapply(base: bytes, written: bytes, current: bytes) -> bytes | None:
         return written
     parts = [_split(text) for text in (base, written, current)]
     heads = [head for head, _ in parts]
+    eols = (_eol(base), _eol(written), _eol(current))  # each note's own line ending
     if all(heads):  # each part on its own; the fences are the frontmatter's own lines
-        body = _merge(*(body for _, body in parts))
+        body = _merge(*(body for _, body in parts), eols=eols)
         # The frontmatter's last line keeps its newline when a body follows it (review 23g: a note ending
         # with its closing fence, no newline after it, had the fence joined to the observation appended).
-        head = _merge(*heads, last=not body)
+        head = _merge(*heads, last=not body, eols=eols)
         return None if head is None or body is None else head + body
     if bool(heads[0]) != bool(heads[2]):
         return None  # the person added or took out the frontmatter itself: nothing to line the write up with
-    return _merge(base, written, current)
+    return _merge(base, written, current, eols=eols)
 
 
 def _split(text: bytes) -> tuple[bytes, bytes]:
@@ -52,15 +53,23 @@ def _split(text: bytes) -> tuple[bytes, bytes]:
     return b"", text
 
 
-def _merge(base: bytes, written: bytes, current: bytes, *, last: bool = True) -> bytes | None:
-    """The three-way merge of one part, a last line without its newline compared as with it; `last`: the part
-    ends the note, so its last line keeps the ending it had (else every line ends with its newline)."""
+def _merge(
+    base: bytes,
+    written: bytes,
+    current: bytes,
+    *,
+    last: bool = True,
+    eols: tuple[bytes, bytes, bytes] = (b"\n", b"\n", b"\n"),
+) -> bytes | None:
+    """The three-way merge of one part, a last line without its line ending compared as with it (`eols`: the
+    ending each of the three notes uses); `last`: the part ends the note, so its last line keeps the ending it
+    had (else every line ends with one)."""
     if current == base:
-        return written if last or not written or written.endswith((b"\n", b"\r")) else written + b"\n"
+        return written if last or not written or written.endswith((b"\n", b"\r")) else written + eols[1]
     ended = [not text or text.endswith((b"\n", b"\r")) for text in (base, written, current)]
-    old, new, now = (
-        (text if end else text + b"\n").splitlines(True)
-        for text, end in zip((base, written, current), ended, strict=True)
+    old, new, now = (  # each padded with its note's own line ending (review 23k: a CRLF note's last line)
+        (text if end else text + eol).splitlines(True)
+        for text, end, eol in zip((base, written, current), ended, eols, strict=True)
     )
     merged = _lines(old, new, now)
     if merged is None:
@@ -69,11 +78,19 @@ def _merge(base: bytes, written: bytes, current: bytes, *, last: bool = True) ->
     if not last:
         return out
     # The last line keeps the ending it had where it came from: the person's text, or the write's.
-    for text, end in ((current, ended[2]), (written, ended[1])):
+    for text, end, eol in ((current, ended[2], eols[2]), (written, ended[1], eols[1])):
         tail = text.splitlines(True)[-1:] if text else []
-        if not end and tail and out.endswith(tail[0] + b"\n"):
-            return out[:-1]
+        if not end and tail and out.endswith(tail[0] + eol):
+            return out[: -len(eol)]
     return out
+
+
+def _eol(text: bytes) -> bytes:
+    """The line ending `text` uses (its first), `\n` when it has none."""
+    for ending in (b"\r\n", b"\n", b"\r"):
+        if ending in text:
+            return ending
+    return b"\n"
 
 
 def _lines(old: list[bytes], new: list[bytes], now: list[bytes]) -> list[bytes] | None:
