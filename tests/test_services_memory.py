@@ -476,3 +476,30 @@ async def test_a_remember_cancelled_while_it_waits_for_quiet_writes_nothing_late
         text = note.read_text(encoding="utf-8")
         assert "Cancelled call." not in text and "status: paused" not in text
         assert "The call made after it." in text and "status: active" in text and not done.clarifications
+
+
+async def test_a_remember_cancelled_while_git_holds_the_vault_gives_up_at_once(
+    vault: Path, db_path: Path
+) -> None:
+    """Review 23k: a write cancelled while it waited for git (`.git/index.lock`) went on waiting its 5 s, holding
+    the cancellation, so a server whose client went away did not stop until the client killed it."""
+    import asyncio
+    import time
+
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nMine.\n")
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(1.1)
+        await rt.require_sync().sync_vault()  # the id line, once quiet
+        (vault / ".git").mkdir()
+        (vault / ".git/index.lock").write_bytes(b"")  # git rewriting the vault
+        call = asyncio.create_task(remember(rt, "Project", "Atlas", {}, "Told while git ran."))
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert time.monotonic() - started < 1.5
+        (vault / ".git/index.lock").unlink()
+        await asyncio.sleep(1.5)
+    assert "Told while git ran." not in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")

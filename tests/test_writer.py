@@ -481,3 +481,40 @@ def test_a_tool_write_saved_over_by_an_older_copy_is_given_back_but_a_change_mad
     edit_note(tmp_path, "Atlas.md", lambda d: d, quiet=None)  # nothing: a later plain read changes nothing
     writer._KEPT.clear()  # the moment has passed
     assert kept_edit(tmp_path, "Atlas.md") is None
+
+
+def test_two_writes_a_moment_apart_are_both_made_again_over_an_older_copy(tmp_path: Path) -> None:
+    """Review 23k: two remembers into one note a tenth of a second apart, then the editor's save of its buffer
+    from before both: only the second write was kept (the first's record replaced), so the first was lost.
+    Writes made one on another are kept together, from the bytes before the first."""
+    from vault_sync.notes import update_note
+    from vault_sync.writer import Quiet, kept_edit
+
+    note = tmp_path / "Atlas.md"
+    before = b"---\nengrama_id: 01a2\n---\nAtlas is our build system.\n"
+    note.write_bytes(before)
+    old = note.stat().st_mtime - 60
+    os.utime(note, (old, old))
+    quiet = Quiet(settle=1.0, wait=0.5, keep=True)
+    edit_note(
+        tmp_path,
+        "Atlas.md",
+        lambda d: update_note(d, properties={}, observation="First fact.", today="2026-11-27"),
+        quiet=quiet,
+    )
+    edit_note(
+        tmp_path,
+        "Atlas.md",
+        lambda d: update_note(
+            d, properties={"owner": "Maya"}, observation="Second fact.", today="2026-11-27"
+        ),
+        quiet=quiet,
+    )
+    note.write_bytes(before + b"A sentence typed.\n")  # the editor's buffer from before both writes
+    again = kept_edit(tmp_path, "Atlas.md")
+    assert again is not None
+    redone = again(note.read_bytes())
+    assert all(
+        part in redone for part in (b"First fact.", b"Second fact.", b"owner: Maya", b"A sentence typed.")
+    )
+    assert redone.count(b"First fact.") == 1

@@ -238,6 +238,8 @@ class _Kept:
     base: collections.Counter[bytes]  # the note's lines before the write
     written: collections.Counter[bytes]  # and after it
     times: int = 0
+    first: bytes = b""  # the note's bytes before the write (the first of writes made one on another)
+    last: bytes = b""  # and after it (the last of them)
 
     def saved_over(self, data: bytes) -> bool:
         """Whether `data` is an editor's older copy saved over the write: it holds none of the lines the write
@@ -293,17 +295,33 @@ def _keep(
     settle: float,
 ) -> None:
     now = time.monotonic()
-    lines = collections.Counter(base.splitlines()), collections.Counter(written.splitlines())
     note_id = read_id(written)
+    first, chained = base, edit
     with _KEPT_LOCK:
-        times = kept.times if (kept := _KEPT.get(str(real))) is not None and kept.until > now else 0
-        _KEPT[str(real)] = _Kept(rel, edit, note_id, now + settle + KEEP_EXTRA, *lines, times)
+        kept = _KEPT.get(str(real))
+        live = kept is not None and kept.until > now
+        times = kept.times if kept is not None and live else 0
+        if kept is not None and live and kept.last == base:
+            # Made on the note exactly as the kept write before it left it (two remembers a moment apart): both
+            # are kept, from the bytes before the first (review 23k: an older copy saved over both had only the
+            # second made again, the first lost).
+            first, chained = kept.first, _chain(kept.edit, edit)
+
+        lines = collections.Counter(first.splitlines()), collections.Counter(written.splitlines())
+        _KEPT[str(real)] = _Kept(
+            rel, chained, note_id, now + settle + KEEP_EXTRA, *lines, times, first=first, last=written
+        )
         for key in [k for k, v in _KEPT.items() if v.until <= now]:
             del _KEPT[key]
         recorder = _RECORDERS.get(os.path.abspath(root))
     if recorder is not None:
         wall = time.time()
-        recorder(KeptWrite(rel, note_id, base, written, wall, wall + settle + KEEP_EXTRA))
+        recorder(KeptWrite(rel, note_id, first, written, wall, wall + settle + KEEP_EXTRA))
+
+
+def _chain(earlier: Callable[[bytes], bytes], later: Callable[[bytes], bytes]) -> Callable[[bytes], bytes]:
+    """The two pure edits one after the other."""
+    return lambda data: later(earlier(data))
 
 
 def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], bytes]:
@@ -326,7 +344,15 @@ def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], 
         except VaultError:
             return edit
         with _KEPT_LOCK:
-            _KEPT[str(real)] = _Kept(kept.rel, edit, kept.note_id, time.monotonic() + left, *lines)
+            _KEPT[str(real)] = _Kept(
+                kept.rel,
+                edit,
+                kept.note_id,
+                time.monotonic() + left,
+                *lines,
+                first=kept.base,
+                last=kept.written,
+            )
     return edit
 
 
@@ -665,7 +691,7 @@ def move_to_trash(root: Path, rel: str, *, quiet: Quiet | None = None) -> str:
     if stat.S_ISDIR(os.lstat(source).st_mode):
         raise VaultError(f"{src_rel} is a folder; engrama moves only single notes to the trash")
     trash = resolve_in_vault(root, TRASH_FOLDER)
-    _wait_for_git(root, src_rel)
+    _wait_for_git(root, src_rel, quiet=quiet)
     with _writing(root) as vault_key:
         if quiet is not None:
             _read_when_quiet(root, Path(os.path.realpath(source)), src_rel, quiet, vault_key)
@@ -731,7 +757,7 @@ def _read_when_quiet(
             raise WriterStopping(
                 f"engrama is stopping (its client went away); nothing was written into {rel}"
             )
-        _wait_for_git(root, rel, deadline - time.monotonic())
+        _wait_for_git(root, rel, deadline - time.monotonic(), quiet)
         data, st = _read_stable(real, rel)
         age = time.time() - st.st_mtime_ns / 1e9
         if 0 <= age < quiet.brought and arrived(st):
@@ -787,12 +813,14 @@ def _git_busy(lock: Path, rel: str) -> str:
     )
 
 
-def _wait_for_git(root: Path, rel: str, wait: float = GIT_WAIT) -> None:
+def _wait_for_git(root: Path, rel: str, wait: float = GIT_WAIT, quiet: Quiet | None = None) -> None:
     """Return once git is not rewriting the vault's files; `NoteBusy` after `wait` seconds (review 22i: a note
     created during a checkout was replaced by git's version, what the assistant had been told was made with
-    it)."""
+    it). A call cancelled meanwhile gives up at once (`quiet.cancelled`; review 23k)."""
     deadline = time.monotonic() + wait
     while (lock := git_lock(root)) is not None:
+        if quiet is not None:
+            _unless_cancelled(quiet, rel)
         left = deadline - time.monotonic()
         if left <= 0:
             raise NoteBusy(_git_busy(lock, rel))
