@@ -450,3 +450,37 @@ async def test_a_second_clients_write_into_a_target_note_that_does_not_exist_is_
         with pytest.raises(InsightWriteError, match=r"Notes/Ideas\.md does not exist"):
             await write_insight_to_vault(rt, insight_id, target_note="Notes/Ideas.md")
         assert (await rt.store.read(outbox_sql.summary)).waiting == 0
+
+
+async def test_a_write_back_cancelled_while_a_note_is_busy_is_not_finished_later(vault, db_path) -> None:
+    """Review 23k: the call cancelled by the client while one of the notes was being typed in left its journal
+    row queued, and the next drain wrote the section into the notes a moment later (over a later call that chose
+    another note). Cancelled, nothing more is written."""
+    import asyncio
+
+    from server.services import outbox
+    from tests.test_typing_editor import saving_until
+
+    from server.runtime import open_runtime
+    from server.settings import Settings
+
+    b = shared_sqlite(vault)
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        await rt.require_sync().sync_vault()
+        insight_id = await approved_insight(rt)
+        await asyncio.sleep(1.1)
+        await rt.require_sync().sync_vault()  # the id lines, once quiet
+        beta = vault / b.paths["Beta"]
+        stop = asyncio.Event()
+        person = asyncio.create_task(saving_until(beta, stop))
+        await asyncio.sleep(0.5)
+        call = asyncio.create_task(write_insight_to_vault(rt, insight_id))
+        await asyncio.sleep(0.6)
+        call.cancel()
+        stop.set()
+        await person
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await asyncio.sleep(1.5)  # the person paused
+        assert await outbox.drain(rt) == outbox.Drained(0, 0)
+        assert b"engrama:insight" not in beta.read_bytes()

@@ -18,6 +18,8 @@ import re
 import time
 from collections.abc import Sequence
 
+import anyio
+
 from server.reflect.errors import (
     InsightAlreadyDecided,
     InsightError,
@@ -239,8 +241,12 @@ async def write_insight_to_vault(rt: Runtime, insight_id: str, target_note: str 
         journal = await rt.store.write(outbox_sql.enqueue, InsightWrite(row.id, target_note), utc_now())
         try:
             done = await write_back(rt, row, target_note)
-        except Exception:
-            await rt.store.write(outbox_sql.applied, journal, None, utc_now())
+        except BaseException:
+            # Refused, or cancelled by the client: nothing more is written later (review 23k: a cancelled call's
+            # row was applied by the next drain, over a later call that chose another note). Only a process that
+            # dies keeps the row, for the next start to finish.
+            with anyio.CancelScope(shield=True):
+                await rt.store.write(outbox_sql.applied, journal, None, utc_now())
             raise
         await rt.store.write(outbox_sql.applied, journal, None, utc_now())
     return done
