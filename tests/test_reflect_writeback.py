@@ -458,11 +458,10 @@ async def test_a_write_back_cancelled_while_a_note_is_busy_is_not_finished_later
     another note). Cancelled, nothing more is written."""
     import asyncio
 
-    from server.services import outbox
-    from tests.test_typing_editor import saving_until
-
     from server.runtime import open_runtime
+    from server.services import outbox
     from server.settings import Settings
+    from tests.test_typing_editor import saving_until
 
     b = shared_sqlite(vault)
     async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
