@@ -20,7 +20,7 @@ from server.settings import Settings
 from server.store import history_sql, insights_sql
 from tests.test_tools import call_error, call_ok
 from tests.test_tools import connected as connected_client
-from tests.test_typing_editor import saving_until
+from tests.test_typing_editor import saving_until, settled_runtime
 from vault_sync.report import UNCHANGED
 from vault_sync.writer import NoteBusy
 
@@ -395,12 +395,8 @@ async def test_a_purge_waits_to_move_a_note_the_person_is_typing_in(vault: Path,
     note in the trash. The move waits for the note to be quiet, as a tool's edit does, or says it is being
     edited and purges nothing."""
     write(vault, "Projects/Harbor.md", HARBOR)
-    settings = Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)
-    async with open_runtime(settings) as rt:
+    async with settled_runtime(vault, db_path) as rt:  # the id line written, once quiet
         note = vault / "Projects/Harbor.md"
-        await rt.require_sync().sync_vault()
-        await asyncio.sleep(1.1)  # quiet for the settle window: the id line is written
-        await rt.require_sync().sync_vault()
         assert b"engrama_id: " in note.read_bytes()
         stop = asyncio.Event()
 
@@ -483,11 +479,8 @@ async def test_a_purge_cancelled_while_it_waits_moves_nothing(vault: Path, db_pa
     """Review 23j: a purge with delete_note cancelled (or timed out) while it waited for the person's pause still
     moved the note to the trash a moment later, and the graph purge never ran (the entity left archived)."""
     write(vault, "Projects/Harbor.md", HARBOR)
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+    async with settled_runtime(vault, db_path) as rt:  # the id lines written, once quiet
         note = vault / "Projects/Harbor.md"
-        await rt.require_sync().sync_vault()
-        await asyncio.sleep(1.1)
-        await rt.require_sync().sync_vault()  # the id line, once quiet
         stop = asyncio.Event()
         person = asyncio.create_task(saving_until(note, stop))  # the person typing, saved in place
         await asyncio.sleep(0.5)

@@ -458,17 +458,12 @@ async def test_a_write_back_cancelled_while_a_note_is_busy_is_not_finished_later
     another note). Cancelled, nothing more is written."""
     import asyncio
 
-    from server.runtime import open_runtime
     from server.services import outbox
-    from server.settings import Settings
-    from tests.test_typing_editor import saving_until
+    from tests.test_typing_editor import saving_until, settled_runtime
 
     b = shared_sqlite(vault)
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
-        await rt.require_sync().sync_vault()
+    async with settled_runtime(vault, db_path) as rt:  # the id lines written, once quiet
         insight_id = await approved_insight(rt)
-        await asyncio.sleep(1.1)
-        await rt.require_sync().sync_vault()  # the id lines, once quiet
         beta = vault / b.paths["Beta"]
         stop = asyncio.Event()
         person = asyncio.create_task(saving_until(beta, stop))

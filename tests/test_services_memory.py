@@ -18,7 +18,7 @@ from server.services.relate import relate
 from server.services.remember import remember
 from server.settings import Settings
 from server.store import outbox_sql
-from tests.test_typing_editor import saving_until
+from tests.test_typing_editor import saving_until, settled_runtime
 from vault_sync.errors import NoteInConflict
 from vault_sync.identify import read_id
 from vault_sync.parse import parse_note
@@ -454,11 +454,8 @@ async def test_a_remember_cancelled_while_it_waits_for_quiet_writes_nothing_late
     import asyncio
 
     write(vault, "Projects/Atlas.md", b"---\ntype: Project\nstatus: active\n---\nMine.\n")
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+    async with settled_runtime(vault, db_path) as rt:  # the id lines written, once quiet
         note = vault / "Projects/Atlas.md"
-        await rt.require_sync().sync_vault()
-        await asyncio.sleep(1.1)
-        await rt.require_sync().sync_vault()  # the id line, once quiet
         stop = asyncio.Event()
 
         person = asyncio.create_task(saving_until(note, stop))  # the person typing, saved in place
@@ -487,10 +484,7 @@ async def test_a_remember_cancelled_while_git_holds_the_vault_gives_up_at_once(
     import time
 
     write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nMine.\n")
-    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
-        await rt.require_sync().sync_vault()
-        await asyncio.sleep(1.1)
-        await rt.require_sync().sync_vault()  # the id line, once quiet
+    async with settled_runtime(vault, db_path) as rt:  # the id lines written, once quiet
         (vault / ".git").mkdir()
         (vault / ".git/index.lock").write_bytes(b"")  # git rewriting the vault
         call = asyncio.create_task(remember(rt, "Project", "Atlas", {}, "Told while git ran."))

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from mcp.client.session import ClientSession
 
+from server.runtime import Runtime, open_runtime
+from server.settings import Settings
 from tests.test_e2e_stdio import COMMAND, call, synced_session
 from tests.test_live import eventually
 from tests.test_outbox import ATLAS, Holder, follower, started, text
@@ -58,6 +60,17 @@ async def keep_saving(note: Path, seconds: float, every: float = 0.4) -> str:
             editor.write(typed)
         await asyncio.sleep(every)
     return typed
+
+
+@contextlib.asynccontextmanager
+async def settled_runtime(vault: Path, db_path: Path) -> AsyncIterator[Runtime]:
+    """A runtime on `vault` with a real settle window (1 s, no watcher), once its notes have their id lines
+    (written when they have been quiet for that window)."""
+    async with open_runtime(Settings(vault=vault, db_path=db_path, watch=False, settle=1.0)) as rt:
+        await rt.require_sync().sync_vault()
+        await asyncio.sleep(1.1)
+        await rt.require_sync().sync_vault()
+        yield rt
 
 
 async def saving_until(note: Path, stop: asyncio.Event, every: float = 0.3) -> None:
