@@ -497,3 +497,33 @@ async def test_a_remember_cancelled_while_git_holds_the_vault_gives_up_at_once(
         (vault / ".git/index.lock").unlink()
         await asyncio.sleep(1.5)
     assert "Told while git ran." not in (vault / "Projects/Atlas.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("spelled", ["Atlas\u200b", "\ufeffAtlas", "At\u00adlas", "\u202eAtlas"])
+async def test_a_name_with_characters_that_show_as_nothing_reaches_the_entity_without_them(
+    rt: Runtime, vault: Path, spelled: str
+) -> None:
+    """Review 23h: "Atlas" followed by a zero-width space (a name copied from a web page or a chat), with a
+    byte-order mark or a soft hyphen, was a second entity beside Atlas, with a note Obsidian shows with the same
+    title; a name of such characters alone made a note with a blank title. A name that reaches nothing as given
+    is looked up without them, and a new entity is named without them."""
+    write(vault, "Projects/Atlas.md", b"---\ntype: Project\n---\nMine.\n")
+    await rt.require_sync().sync_path("Projects/Atlas.md")
+    done = await remember(rt, "Project", spelled, {}, "Told with an invisible character.")
+    assert done.path == "Projects/Atlas.md" and not done.created and done.name == "Atlas"
+    fresh = await remember(rt, "Project", "Bor\u200bealis", {}, "A new one.")
+    assert fresh.created and fresh.name == "Borealis" and fresh.path == "Projects/Borealis.md"
+    assert sorted(p.name for p in (vault / "Projects").iterdir()) == ["Atlas.md", "Borealis.md"]
+    with pytest.raises(ServiceError, match="must not be empty"):
+        await remember(rt, "Project", "\u2060\u200b", {})
+
+
+async def test_a_note_whose_own_name_holds_such_characters_is_reached_by_it(rt: Runtime, vault: Path) -> None:
+    """Review 23j: stripping those characters from every name given made a note whose title holds one (pasted
+    with its soft hyphens) unreachable by its own name: remember made a second note, forget archived another."""
+    rel = "Projects/Donau\u00addampf\u00adschiff.md"
+    write(vault, rel, b"---\ntype: Project\n---\nMine.\n")
+    await rt.require_sync().sync_path(rel)
+    done = await remember(rt, "Project", "Donau\u00addampf\u00adschiff", {}, "Told by its own name.")
+    assert done.path == rel and not done.created
+    assert sorted(p.name for p in (vault / "Projects").iterdir()) == [Path(rel).name]

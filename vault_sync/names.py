@@ -23,3 +23,17 @@ def fold(text: str) -> str:
     """The key names are compared by: `canonical`, then case-folded, so canonically equal names get one key (the
     Unicode standard's canonical caseless match, D145)."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFD", " ".join(text.split())).casefold())
+
+
+# Characters that show as nothing (U+200C and U+200D, which scripts and emoji need, are not among them): a name
+# copied from a web page or a chat often carries one (review 23h).
+_INVISIBLE = dict.fromkeys(
+    [0x00AD, 0x180E, 0x200B, 0x200E, 0x200F, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF]
+    + list(range(0x202A, 0x202F))
+    + list(range(0x2066, 0x206A))
+)
+
+
+def visible(text: str) -> str:
+    """`text` without the characters that show as nothing."""
+    return text.translate(_INVISIBLE)

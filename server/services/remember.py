@@ -23,6 +23,7 @@ from server.services.revival import Revival
 from server.services.schema import require_label, require_name, require_plain_text, require_properties
 from server.store import brief_sql, memory_sql
 from server.store.clock import utc_now
+from vault_sync.names import visible
 from vault_sync.notes import observation_line
 from vault_sync.open_blocks import open_block
 
@@ -91,6 +92,8 @@ async def remember(
             ]
             await in_order(rt, target, *reached)
             target = await rt.store.read(memory_sql.find_entity, label, name)
+        if target is None:
+            name = visible(name)  # a new entity's name without characters that show as nothing (review 23h)
         current = dict(target.properties) if target is not None and target.status != "stub" else {}
         if target is not None and target.path and (fields := NOTE_FIELDS.intersection(props)):
             current |= await note_fields(rt, target.path, fields)

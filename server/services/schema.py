@@ -13,7 +13,7 @@ from typing import Any
 
 from profiles import WILDCARD, Profile
 from server.services.errors import RelationNotAllowed, ServiceError, UnknownLabel, UnknownRelation
-from vault_sync.names import canonical
+from vault_sync.names import canonical, visible
 
 MAX_NAME_CHARS = 200
 MAX_PROPERTIES = 50
@@ -115,7 +115,7 @@ def single_label(labels: frozenset[str]) -> str | None:
 def require_name(name: str, what: str = "name") -> str:
     """The entity name trimmed; ServiceError for names that cannot be a note title or a wikilink."""
     cleaned = canonical(name) if isinstance(name, str) else ""
-    if not cleaned:
+    if not canonical(visible(cleaned)):  # only characters that show as nothing: a blank title (review 23h)
         raise ServiceError(f"{what} must not be empty; give the entity's name, e.g. 'SQLite'")
     if "\n" in name.strip() or "\r" in name.strip():
         raise ServiceError(f"{what} must be one line; put longer text in the observation")

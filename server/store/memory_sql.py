@@ -31,7 +31,7 @@ from server.store.sync_sql import (
     reresolve_links,
     reresolve_node_links,
 )
-from vault_sync.names import fold
+from vault_sync.names import fold, visible
 
 _COLUMNS = ", ".join("n." + c.strip() for c in NODE_COLUMNS.split(","))
 OBSERVATIONS_KEY = "observations"  # where a graph-only remember keeps observations it cannot append to a note
@@ -100,6 +100,13 @@ def find_entity(conn: Any, label: str, name: str) -> Node | None:
     current again (`services.revival`); else a stub of that name, which the write turns into the note.
     An archived entity comes before a stub: a stub only stands for a name, and reviving the entity lets
     its note absorb the stub instead of becoming a second entity beside the archived one."""
+    found = _find_entity(conn, label, name)
+    if found is None and visible(name) != name:  # characters that show as nothing (review 23h)
+        found = _find_entity(conn, label, visible(name))
+    return found
+
+
+def _find_entity(conn: Any, label: str, name: str) -> Node | None:
     found = find_merge_target(conn, label, name)
     if found is not None and found.status != "stub":
         return found
@@ -170,7 +177,7 @@ def ensure_target(
     node_id = new_id or str(uuid.uuid4())
     conn.execute(
         "insert into nodes (id, label, name, status, created_at, updated_at) values (?, ?, ?, 'stub', ?, ?)",
-        (node_id, label or STUB_LABEL, name.strip(), now, now),
+        (node_id, label or STUB_LABEL, visible(name).strip(), now, now),
     )
     conn.execute(
         "insert or ignore into node_keys (key, node_id, kind) values (?, ?, 'name')",

@@ -13,7 +13,7 @@ from server.search.when import title_date
 from vault_sync.began import earliest, frontmatter_began, id_began, lenient_moment
 from vault_sync.identify import new_engrama_id
 from vault_sync.model import ParsedNote
-from vault_sync.names import canonical, fold
+from vault_sync.names import canonical, fold, visible
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,17 @@ def get_node(conn: Any, node_id: str) -> Node | None:
 
 
 def find_nodes(conn: Any, name: str, label: str | None = None, include_archived: bool = False) -> list[Node]:
-    """Nodes called `name` (case-insensitive; aliases count), best match first: live, exact name, label."""
+    """Nodes called `name` (case-insensitive; aliases count), best match first: live, exact name, label. A name
+    holding characters that show as nothing (`visible`) that reaches none is looked up without them (review
+    23h: "Atlas" with a zero-width space made a second entity beside Atlas); a note whose own name holds them
+    is still reached by it."""
+    found = _find_nodes(conn, name, label, include_archived)
+    if not found and visible(name) != name:
+        found = _find_nodes(conn, visible(name), label, include_archived)
+    return found
+
+
+def _find_nodes(conn: Any, name: str, label: str | None, include_archived: bool) -> list[Node]:
     statuses = ("active", "stub", "archived") if include_archived else ("active", "stub")
     rows = conn.execute(
         f"""
