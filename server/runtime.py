@@ -195,9 +195,14 @@ async def check_is_the_vault(store: GraphStore, vault: Path) -> None:
     command alike), so no write can race it; a graph that holds notes of the folder is the person's choice and
     stays in step, whatever vaults appear in it later. Costs a walk of the folders only for a folder that is no
     vault, the first time."""
-    if await asyncio.to_thread(scan.is_a_vault, vault) or await store.read(sync_sql.knows_files):
+    if await store.read(sync_sql.knows_files):
         return
-    if found := await asyncio.to_thread(scan.vaults_inside, vault):
+    await asyncio.to_thread(refuse_folder_holding_vaults, vault)
+
+
+def refuse_folder_holding_vaults(vault: Path) -> None:
+    """VaultError (with what to do) when `vault` is no Obsidian vault but holds one (`check_is_the_vault`)."""
+    if not scan.is_a_vault(vault) and (found := scan.vaults_inside(vault)):
         raise VaultError(scan.vaults_inside_message(vault, found))
 
 

@@ -329,10 +329,10 @@ class VaultSync:
             present = {e.rel_path for e in entries}
             # Not under an unreadable folder, not a cloud placeholder, not outside the scanned folder.
             gone = [path for path in sorted(set(known) - present) if scan.covers(path)]
-            if dry_run:  # a move found by the pass is not applied in a dry run: its old path is not "gone"
-                left = set(
-                    report.moved_from
-                )  # (review 23i: a renamed folder was counted archived, or held back)
+            if dry_run:
+                # A move found by the pass is not applied in a dry run: its old path is not "gone" (review 23i:
+                # a renamed folder was counted archived, or held back).
+                left = set(report.moved_from)
                 gone = [path for path in gone if path not in left]
             await self._archive_gone(
                 gone, known, report, dry_run=dry_run, confirm=confirm_archive, reported=reported

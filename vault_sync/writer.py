@@ -324,19 +324,29 @@ def _chain(earlier: Callable[[bytes], bytes], later: Callable[[bytes], bytes]) -
     return lambda data: later(earlier(data))
 
 
-def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], bytes]:
-    """Keep, in this process, a write another process made and recorded (`KeptWrite`), for what is left of
-    its time (at `now`, time.time()); returns its edit: the write's change made on the text at hand
-    (`reapply`) when that text lacks it, else that text unchanged (it holds the write already, or the person
-    changed the lines it touched). Repeatable, as a tool's own edit is: made twice, it changes nothing more."""
-    lines = collections.Counter(kept.base.splitlines()), collections.Counter(kept.written.splitlines())
-    lacking = _Kept(kept.rel, lambda data: data, kept.note_id, 0.0, *lines)
+def recorded_edit(kept: KeptWrite) -> Callable[[bytes], bytes]:
+    """The edit of a write another process made and recorded (`KeptWrite`): its change made on the text at
+    hand (`reapply`) when that text is an older copy saved over it (`_Kept.saved_over`), else that text
+    unchanged (it holds the write already, or the person changed the lines it touched). Repeatable, as a
+    tool's own edit is: made twice, it changes nothing more."""
+    lacking = _Kept(kept.rel, lambda data: data, kept.note_id, 0.0, *_lines_of(kept))
 
     def edit(data: bytes) -> bytes:
         if not lacking.saved_over(data):
             return data
         return reapply(kept.base, kept.written, data) or data
 
+    return edit
+
+
+def _lines_of(kept: KeptWrite) -> tuple[collections.Counter[bytes], collections.Counter[bytes]]:
+    return collections.Counter(kept.base.splitlines()), collections.Counter(kept.written.splitlines())
+
+
+def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], bytes]:
+    """Keep, in this process, a write another process made and recorded, for what is left of its time (at
+    `now`, time.time()); returns its edit (`recorded_edit`)."""
+    edit = recorded_edit(kept)
     left = kept.until - now
     if left > 0:
         try:
@@ -349,7 +359,7 @@ def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], 
                 edit,
                 kept.note_id,
                 time.monotonic() + left,
-                *lines,
+                *_lines_of(kept),
                 first=kept.base,
                 last=kept.written,
             )
@@ -358,9 +368,9 @@ def keep_recorded(root: Path, kept: KeptWrite, now: float) -> Callable[[bytes], 
 
 def saved_over_since(root: Path, kept: KeptWrite) -> bool:
     """Whether the note of a write another process recorded is, now, an editor's older copy saved over that
-    write (`_Kept.saved_over`) while the write was kept. A save made after that was never judged by the
-    process that made the write: it is the person's, who may have taken the write's lines out on purpose
-    (review 23g: a line deleted seconds after the write came back at the next start)."""
+    write while the write was kept: its edit (`recorded_edit`) would change it. A save made after that was
+    never judged by the process that made the write: it is the person's, who may have taken the write's lines
+    out on purpose (review 23g: a line deleted seconds after the write came back at the next start)."""
     try:
         real = Path(os.path.realpath(resolve_in_vault(root, kept.rel)))
         data, st = _read_stable(real, kept.rel)
@@ -368,13 +378,7 @@ def saved_over_since(root: Path, kept: KeptWrite) -> bool:
         return False
     if read_id(data) != kept.note_id or st.st_mtime > kept.until:
         return False
-    base, written = (
-        collections.Counter(kept.base.splitlines()),
-        collections.Counter(kept.written.splitlines()),
-    )
-    return _Kept(kept.rel, lambda d: d, kept.note_id, 0.0, base, written).saved_over(data) and (
-        reapply(kept.base, kept.written, data) not in (None, data)
-    )
+    return recorded_edit(kept)(data) != data
 
 
 def kept_paths() -> set[str]:

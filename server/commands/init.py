@@ -8,10 +8,9 @@ import sys
 
 from profiles.loader import ProfileError, load_profile
 from server.commands.common import CommandError, add_common_options, settings_from
-from server.runtime import check_is_the_vault
+from server.runtime import check_is_the_vault, refuse_folder_holding_vaults
 from server.settings import write_vault_config
 from server.store import GraphStore
-from vault_sync import scan
 from vault_sync.errors import VaultError
 
 
@@ -38,8 +37,11 @@ def run(args: argparse.Namespace) -> int:
     # A folder that is no vault but holds one (--vault one level too high) is refused here as by every other
     # command, before anything is written in it (review 23i: its .engrama/config.yaml was written, and the
     # `sync` this command then suggests refused the folder).
-    if not settings.db_path.exists() and not scan.is_a_vault(vault) and (found := scan.vaults_inside(vault)):
-        raise CommandError(scan.vaults_inside_message(vault, found))
+    if not settings.db_path.exists():  # no database made for it either
+        try:
+            refuse_folder_holding_vaults(vault)
+        except VaultError as exc:
+            raise CommandError(str(exc)) from exc
 
     async def create() -> None:
         store = await GraphStore.open(settings.db_path)

@@ -50,14 +50,17 @@ def find_merge_target(conn: Any, label: str, name: str) -> Node | None:
         (*same_name(name), label),
     ).fetchone()
     for kind, order in (("alias", "n.created_at"), ("stem", "length(n.path), n.path")):
-        if row is None:
-            row = conn.execute(
-                f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
-                f"where k.key = ? and k.kind = '{kind}' and n.label = ? and n.status = 'active' "
-                f"order by {order} limit 1",
-                (fold(name), label),
-            ).fetchone()
+        row = row or _by_key(conn, kind, name, label, "active", order)
     return None if row is None else row_to_node(row)
+
+
+def _by_key(conn: Any, kind: str, name: str, label: str, status: str, order: str) -> Any:
+    """The first node of `label` and `status` whose `kind` key ("alias", "stem") is `name`'s, by `order`."""
+    return conn.execute(
+        f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
+        f"where k.key = ? and k.kind = ? and n.label = ? and n.status = ? order by {order} limit 1",
+        (fold(name), kind, label, status),
+    ).fetchone()
 
 
 def live_namesake(conn: Any, label: str, name: str, excluding: str) -> Node | None:
@@ -83,13 +86,7 @@ def find_archived_entity(conn: Any, label: str, name: str) -> Node | None:
         (*same_name(name), label),
     ).fetchone()
     for kind in ("alias", "stem"):
-        if row is None:
-            row = conn.execute(
-                f"select {_COLUMNS} from node_keys k cross join nodes n on n.id = k.node_id "
-                f"where k.key = ? and k.kind = '{kind}' and n.label = ? and n.status = 'archived' "
-                "order by n.updated_at desc limit 1",
-                (fold(name), label),
-            ).fetchone()
+        row = row or _by_key(conn, kind, name, label, "archived", "n.updated_at desc")
     return None if row is None else row_to_node(row)
 
 
